@@ -1,0 +1,231 @@
+"""The one shared base every kind builds on.
+
+`KindProvider` implements Pulumi's dynamic-provider verbs (check, diff,
+create, read, update, delete) once, on top of a few hooks a kind fills in:
+`observe`, `create_resource`, `update_resource`, `drop`, and optionally
+`drift`. Resource inputs carry only the identity, the params, the credential
+policy and the purge flag; admin credentials arrive through `configure` from
+the stack config and never through inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    ConfigureRequest,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
+from pydantic import BaseModel, ValidationError
+
+from providers.errors import Conflict, InvalidSpec, NotFound
+from providers.identity import Identity
+from providers.instances import SharedInstance, instances_from_config
+
+#: Inputs that are not identity and not params, compared by diff as updates.
+POLICY_FIELDS = ("credentials", "purge", "stack")
+CREDENTIAL_POLICIES = ("predictable", "generated")
+
+
+@dataclass
+class Observed:
+    """What `observe` found in the engine.
+
+    `owner` is read from the ownership marker: None means the resource exists
+    but carries no marker of ours (a foreign resource we must not touch).
+    `attributes` are live values that `read` merges into the outputs.
+    """
+
+    owner: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+class KindProvider(ResourceProvider):
+    """One kind of one engine. Subclasses set the class attributes and hooks."""
+
+    engine: ClassVar[str]
+    kind: ClassVar[str]
+    Spec: ClassVar[type[BaseModel]]
+    #: Params that the engine cannot change after creation: a change replaces.
+    create_only: ClassVar[frozenset[str]] = frozenset()
+    #: Output attributes a resource of this kind exports (connection details).
+    attributes: ClassVar[tuple[str, ...]] = ()
+    #: Attributes that must be stored encrypted in the state.
+    secret_outputs: ClassVar[tuple[str, ...]] = ()
+
+    # The provider holds no secret when pickled into the state (admin
+    # credentials arrive later through configure), so it need not be one.
+    serialize_as_secret_always = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._instances: dict[str, SharedInstance] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Never pickle configured instances (they hold admin passwords).
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._instances = {}
+
+    # --- hooks -----------------------------------------------------------
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        """Return the live resource, or None when it does not exist."""
+        raise NotImplementedError
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Create (or, for an adopted resource, converge) and return output attributes."""
+        raise NotImplementedError
+
+    def update_resource(
+        self,
+        instance: SharedInstance,
+        ident: Identity,
+        old: dict[str, Any],
+        new: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Apply in-place changes from old outputs to new inputs; return attributes."""
+        raise NotImplementedError
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        """Drop the resource and its data. Raise NotFound when it is already gone."""
+        raise NotImplementedError
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        """Output attributes (refreshed by read) that differ from what the inputs imply."""
+        return []
+
+    # --- Pulumi verbs ----------------------------------------------------
+
+    def configure(self, req: ConfigureRequest) -> None:
+        self._instances = instances_from_config(req.config)
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        failures = [
+            CheckFailure(name, "is required")
+            for name in Identity.field_names()
+            if not news.get(name)
+        ]
+        if news.get("engine") != self.engine or news.get("kind") != self.kind:
+            failures.append(CheckFailure("kind", f"this provider serves {self.engine}/{self.kind} only"))
+        if news.get("credentials", "predictable") not in CREDENTIAL_POLICIES:
+            failures.append(CheckFailure("credentials", f"must be one of {', '.join(CREDENTIAL_POLICIES)}"))
+        inputs = dict(news)
+        try:
+            spec = self.Spec.model_validate(news.get("params") or {})
+            inputs["params"] = spec.model_dump(mode="json")
+        except ValidationError as err:
+            failures.extend(
+                CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"])
+                for e in err.errors()
+            )
+        return CheckResult(inputs, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Pure: compares stored outputs with new inputs, calls no engine."""
+        replaces = [name for name in Identity.field_names() if olds.get(name) != news.get(name)]
+        old_params, new_params = olds.get("params") or {}, news.get("params") or {}
+        changed_params = sorted(
+            key for key in set(old_params) | set(new_params) if old_params.get(key) != new_params.get(key)
+        )
+        replaces += [f"params.{key}" for key in changed_params if key in self.create_only]
+        changes = [f"params.{key}" for key in changed_params if key not in self.create_only]
+        changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]
+        changes += self.drift(olds)
+        return DiffResult(
+            changes=bool(replaces or changes),
+            replaces=replaces,
+            stables=[name for name in Identity.field_names() if name not in replaces],
+            # Engine names are fixed: the old resource must go before the new one can exist.
+            delete_before_replace=True,
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        ident = Identity.from_props(props)
+        instance = self._instance(ident, "create")
+        spec = self.Spec.model_validate(props.get("params") or {})
+        observed = self.observe(instance, ident)
+        if observed is not None and observed.owner != ident.owner:
+            raise self._conflict("create", ident, observed)
+        attributes = self.create_resource(instance, ident, spec, props)
+        return CreateResult(str(ident), {**props, **attributes})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        ident = Identity.from_props(props)
+        observed = self.observe(self._instance(ident, "read"), ident)
+        if observed is None:
+            # A blank id tells Pulumi the resource is gone (dropped out of band).
+            return ReadResult("", {})
+        live = {**props, **observed.attributes}
+        live["params"] = {**(props.get("params") or {}), **observed.params}
+        if observed.owner != ident.owner:
+            # Someone re-labelled it: show the live owner so the next diff replaces.
+            live["owner"] = observed.owner or "<unmanaged>"
+        return ReadResult(id_, live)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        ident = Identity.from_props(news)
+        attributes = self.update_resource(self._instance(ident, "update"), ident, olds, news)
+        return UpdateResult({**news, **attributes})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        # Pulumi skips delete for retained resources; this guard keeps data safe
+        # even when it does not (an old state, a provider called by hand).
+        if not props.get("purge"):
+            return
+        ident = Identity.from_props(props)
+        try:
+            self.drop(self._instance(ident, "delete"), ident, props)
+        except NotFound:
+            pass
+
+    # --- helpers ---------------------------------------------------------
+
+    def _instance(self, ident: Identity, verb: str) -> SharedInstance:
+        try:
+            return self._instances[ident.instance]
+        except KeyError:
+            raise InvalidSpec(
+                verb,
+                f"{self.kind} {ident}",
+                f"the workspace has no shared instance {ident.instance!r}",
+                "add it under devstack:workspace.shared in the stack config",
+            ) from None
+
+    def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
+        holder = f"project {observed.owner!r}" if observed.owner else "something devstack does not manage"
+        return Conflict(
+            verb,
+            f"{self.kind} {ident}",
+            f"{ident.name!r} already exists in {self.engine} instance {ident.instance!r} and belongs to {holder}",
+            "choose another `name` for this resource; nothing was changed",
+        )
+
+
+def ownership_marker(ident: Identity, stack: str) -> str:
+    """The marker stored in the engine (comment, tag, metadata) for a managed resource."""
+    return json.dumps({"managed-by": "devstack", "owner": ident.owner, "stack": stack}, sort_keys=True)
+
+
+def marker_owner(marker: str | None) -> str | None:
+    """The owner recorded in a marker, or None when it is not one of ours."""
+    try:
+        data: Mapping[str, Any] = json.loads(marker or "")
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("managed-by") != "devstack":
+        return None
+    owner = data.get("owner")
+    return owner if isinstance(owner, str) else None

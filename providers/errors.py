@@ -1,0 +1,36 @@
+"""The few typed errors every provider raises.
+
+Messages read "cannot <verb> <what>: <cause> (<what to do>)" so a failed
+`pulumi up` tells the user which resource, why, and the next step.
+"""
+
+from __future__ import annotations
+
+
+class DevstackError(Exception):
+    """Base of every error a provider raises on purpose."""
+
+    def __init__(self, verb: str, what: str, cause: str, hint: str = "") -> None:
+        self.verb, self.what, self.cause, self.hint = verb, what, cause, hint
+        message = f"cannot {verb} {what}: {cause}"
+        super().__init__(f"{message} ({hint})" if hint else message)
+
+
+class NotFound(DevstackError):
+    """The resource does not exist in the engine."""
+
+
+class Conflict(DevstackError):
+    """The engine-level name is taken by another project or by something we do not manage."""
+
+
+class Unsupported(DevstackError):
+    """The engine cannot make this change; the fix is a different spec, not a retry."""
+
+
+class InvalidSpec(DevstackError):
+    """The declaration breaks a rule of the kind; nothing was created."""
+
+
+class EngineUnavailable(DevstackError):
+    """The shared engine did not answer at its address."""

@@ -1,0 +1,59 @@
+"""Shared engine instances as providers see them: address plus admin credential.
+
+The workspace (stack config `devstack:workspace`) lists the shared instances;
+each names the config key of its admin secret. Providers receive both through
+`configure`, so admin credentials never appear in resource inputs or state.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+WORKSPACE_KEY = "devstack:workspace"
+
+
+class SharedInstance(BaseModel):
+    """One shared, already-running engine the workspace provides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    name: str
+    engine: str
+    version: str | None = None
+    host: str = "127.0.0.1"
+    port: int
+    admin_user: str = Field(alias="adminUser")
+    admin_secret: str = Field(alias="adminSecret", description="config key holding the admin password")
+    admin_password: SecretStr | None = Field(default=None, exclude=True)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def password(self) -> str:
+        if self.admin_password is None:
+            raise LookupError(f"no admin password configured for instance {self.name!r} (config key devstack:{self.admin_secret})")
+        return self.admin_password.get_secret_value()
+
+
+class _ConfigReader(Protocol):
+    def get(self, key: str) -> Any: ...
+
+
+def parse_object(value: Any) -> Any:
+    """Structured config reaches providers as JSON text; accept either form."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def instances_from_config(config: _ConfigReader) -> dict[str, SharedInstance]:
+    """Build every shared instance of the workspace, with its admin password."""
+    workspace = parse_object(config.get(WORKSPACE_KEY)) or {}
+    instances = {}
+    for name, raw in (workspace.get("shared") or {}).items():
+        secret_key = raw.get("adminSecret", "")
+        password = config.get(f"devstack:{secret_key}") if secret_key else None
+        instances[name] = SharedInstance.model_validate({**raw, "name": name, "admin_password": password})
+    return instances

@@ -1,0 +1,61 @@
+"""Fixtures for end-to-end runs of the real pulumi CLI we built, on a temporary file backend."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+
+from tools.pulumi_env import BIN_DIR, ROOT, STATE_DIR, pulumi_env
+
+
+@pytest.fixture(scope="session")
+def pulumi_command() -> auto.PulumiCommand:
+    """The pinned CLI from .devstack/bin; fails loudly when it was not built."""
+    if not (BIN_DIR / "pulumi").exists():
+        pytest.fail(f"{BIN_DIR / 'pulumi'} is missing: run scripts/setup to build the pulumi CLI")
+    return auto.PulumiCommand(root=str(STATE_DIR))
+
+
+@pytest.fixture(scope="session")
+def admin():
+    """Admin credentials of the local engines, as `tools.engines start` set them up."""
+    from tools.engines.credentials import admin_credentials
+
+    return admin_credentials()
+
+
+@pytest.fixture
+def offline_env(tmp_path: Path) -> dict[str, str]:
+    """An offline environment whose backend and passphrase live in tmp_path."""
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text("e2e-test-passphrase")
+    passphrase.chmod(0o600)
+    env = pulumi_env(backend_dir=tmp_path / "state", passphrase_file=passphrase)
+    env["PULUMI_HOME"] = str(tmp_path / "pulumi-home")
+    return env
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    """A copy of the program (not of the stacks) whose workspace files the test writes."""
+    work = tmp_path / "project"
+    work.mkdir()
+    shutil.copy(ROOT / "__main__.py", work / "__main__.py")
+    return work
+
+
+def local_workspace(work: Path, env: dict[str, str], command: auto.PulumiCommand) -> auto.LocalWorkspace:
+    settings = auto.ProjectSettings(
+        name="devstack",
+        runtime=auto.ProjectRuntimeInfo(name="python", options={"virtualenv": str(ROOT / ".venv")}),
+    )
+    return auto.LocalWorkspace(
+        work_dir=str(work), project_settings=settings, env_vars=env, pulumi_command=command,
+    )
+
+
+__all__ = ["local_workspace", "os"]

@@ -1,0 +1,135 @@
+"""The walking skeleton end to end: the real CLI, our language host, a real PostgreSQL.
+
+A two-project workspace on a temporary file backend goes through up,
+preview (no changes), a second up (nothing changes), refresh after an
+out-of-band change, removal of a declaration (retained) and purge (dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+from psycopg import sql
+from pulumi import automation as auto
+
+from tests.e2e.conftest import local_workspace
+
+PG_PORT = 45432
+
+
+def write_project(work: Path, name: str, resources: list[dict]) -> str:
+    path = work / name / "devstack.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}))
+    return f"{name}/devstack.yaml"
+
+
+def connect(user: str, password: str, dbname: str) -> psycopg.Connection:
+    return psycopg.connect(host="127.0.0.1", port=PG_PORT, user=user, password=password, dbname=dbname, connect_timeout=5)
+
+
+def database_exists(admin, name: str) -> bool:
+    with connect(admin["postgres"].user, admin["postgres"].password, "postgres") as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def stored_state(env: dict[str, str], stack: str) -> str:
+    """The stack's checkpoint file exactly as the file backend keeps it on disk."""
+    backend = Path(env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    return (backend / ".pulumi" / "stacks" / "devstack" / f"{stack}.json").read_text()
+
+
+def changes(result) -> dict[str, int]:
+    """Non-trivial operations of an up, refresh or preview result."""
+    counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
+    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
+
+
+@pytest.fixture
+def projects(admin):
+    """Two fresh project names; whatever the test leaves behind is dropped afterwards."""
+    suffix = secrets.token_hex(3)
+    names = [f"e2e-a-{suffix}", f"e2e-b-{suffix}"]
+    yield names
+    with connect(admin["postgres"].user, admin["postgres"].password, "postgres") as conn:
+        conn.autocommit = True
+        for name in names:
+            ident = sql.Identifier(name.replace("-", "_"))
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
+
+
+def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, pulumi_command, admin, projects):
+    a, b = projects
+    db_a, db_b = (n.replace("-", "_") for n in projects)
+    files = [
+        write_project(project_dir, a, [{"uses": "pg", "kind": "database"}]),
+        write_project(project_dir, b, [{"uses": "pg", "kind": "database", "credentials": "generated"}]),
+    ]
+    ws = local_workspace(project_dir, offline_env, pulumi_command)
+    stack = auto.Stack.create("e2e", ws)
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "e2e",
+        "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": PG_PORT,
+                          "adminUser": admin["postgres"].user, "adminSecret": "pgAdmin"}},
+        "projects": files,
+    })))
+    stack.set_config("devstack:pgAdmin", auto.ConfigValue(admin["postgres"].password, secret=True))
+
+    up = stack.up(on_output=print)
+    assert changes(up) == {"create": 6}  # stack, workspace, 2 projects, 2 databases
+    out_a = up.outputs[a].value["resources"]["pg/database/" + a]
+    out_b = up.outputs[b].value["resources"]["pg/database/" + b]
+    # Passwords are stored encrypted: the state holds ciphertext, never the value.
+    state_text = stored_state(offline_env, "e2e")
+    assert out_a["password"] not in state_text and out_b["password"] not in state_text
+    databases = [r for r in json.loads(state_text)["checkpoint"]["latest"]["resources"]
+                 if r["type"].endswith("postgres:database")]
+    assert len(databases) == 2 and all("ciphertext" in r["outputs"]["password"] for r in databases)
+    assert (out_a["database"], out_a["user"]) == (db_a, db_a)
+
+    # Each project connects to its own database with its own role ...
+    with connect(out_a["user"], out_a["password"], db_a) as conn:
+        conn.execute("CREATE TABLE orders (id int)")
+        conn.execute("INSERT INTO orders VALUES (1)")
+        conn.commit()
+    with connect(out_b["user"], out_b["password"], db_b):
+        pass
+    # ... and never to the other's.
+    for user, password, other in [(out_a["user"], out_a["password"], db_b), (out_b["user"], out_b["password"], db_a)]:
+        with pytest.raises(psycopg.OperationalError, match="permission denied"):
+            connect(user, password, other)
+
+    # Unchanged workspace: preview shows nothing to do and a second up changes nothing.
+    assert changes(stack.preview()) == {}
+    assert changes(stack.up()) == {}
+
+    # Out-of-band change: refresh notices it, the next up repairs it.
+    with connect(admin["postgres"].user, admin["postgres"].password, "postgres") as conn:
+        conn.autocommit = True
+        conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT 3").format(sql.Identifier(db_a)))
+    refresh = stack.refresh()
+    assert changes(refresh) == {"update": 1}
+    assert changes(stack.up()) == {"update": 1}
+    with connect(admin["postgres"].user, admin["postgres"].password, "postgres") as conn:
+        assert conn.execute("SELECT datconnlimit FROM pg_database WHERE datname = %s", (db_a,)).fetchone() == (-1,)
+
+    # Removing a declaration retains the database and its data.
+    write_project(project_dir, a, [])
+    assert changes(stack.up()) == {"delete": 1}
+    assert database_exists(admin, db_a)
+    with connect(out_a["user"], out_a["password"], db_a) as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (1,)
+
+    # Purge asked for explicitly, then removal: the database is dropped.
+    write_project(project_dir, b, [{"uses": "pg", "kind": "database", "credentials": "generated", "purge": True}])
+    assert changes(stack.up()) == {"update": 1}
+    write_project(project_dir, b, [])
+    assert changes(stack.up()) == {"delete": 1}
+    assert not database_exists(admin, db_b)
+    assert database_exists(admin, db_a)

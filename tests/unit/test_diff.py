@@ -1,0 +1,56 @@
+"""diff is pure and classifies every change: identity or create-only = replace, the rest = update."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.postgres import Database
+
+BASE = {
+    "engine": "postgres", "instance": "pg", "kind": "database", "name": "shop", "owner": "shop",
+    "params": {"encoding": "UTF8", "locale": "C.UTF-8", "connection_limit": -1},
+    "credentials": "predictable", "purge": False, "stack": "local",
+}
+OUTPUTS = {**BASE, "host": "127.0.0.1", "port": 45432, "user": "shop", "database": "shop", "password": "x"}
+
+
+def changed(**overrides):
+    news = {**BASE, **overrides}
+    if "params" in overrides:
+        news["params"] = {**BASE["params"], **overrides["params"]}
+    return news
+
+
+@pytest.mark.parametrize(
+    "news, replaces, changes",
+    [
+        pytest.param(BASE, [], False, id="unchanged"),
+        pytest.param(changed(name="shop2"), ["name"], True, id="name-replaces"),
+        pytest.param(changed(owner="blog"), ["owner"], True, id="owner-replaces"),
+        pytest.param(changed(instance="pg2"), ["instance"], True, id="instance-replaces"),
+        pytest.param(changed(params={"encoding": "LATIN1"}), ["params.encoding"], True, id="encoding-replaces"),
+        pytest.param(changed(params={"locale": "C"}), ["params.locale"], True, id="locale-replaces"),
+        pytest.param(changed(params={"connection_limit": 5}), [], True, id="limit-updates"),
+        pytest.param(changed(credentials="generated"), [], True, id="credentials-update"),
+        pytest.param(changed(purge=True), [], True, id="purge-updates"),
+    ],
+)
+def test_diff_classifies_changes(news, replaces, changes):
+    result = Database().diff("id", OUTPUTS, news)
+    assert result.replaces == replaces
+    assert result.changes is changes
+    assert result.delete_before_replace is True
+
+
+def test_diff_reports_owner_role_drift_as_update():
+    refreshed = {**OUTPUTS, "user": "intruder"}
+    result = Database().diff("id", refreshed, BASE)
+    assert result.changes is True
+    assert result.replaces == []
+
+
+def test_diff_makes_no_engine_call():
+    # A provider that was never configured has no instances: any engine call would raise.
+    provider = Database()
+    assert provider._instances == {}
+    assert provider.diff("id", OUTPUTS, changed(params={"connection_limit": 3})).changes is True

@@ -1,0 +1,53 @@
+"""The environment every pulumi command of this checkout runs in: offline and local.
+
+The CLI we build sits in .devstack/bin, state goes to a file backend under
+.devstack/state, and the local stack's secrets are encrypted with a
+passphrase generated once per checkout into .devstack/passphrase. Nothing
+tries to download: update checks and plugin acquisition are off.
+
+`python -m tools.pulumi_env` prints `export` lines for shell scripts.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE_DIR = ROOT / ".devstack"
+BIN_DIR = STATE_DIR / "bin"
+PASSPHRASE_FILE = STATE_DIR / "passphrase"
+
+
+def ensure_passphrase(path: Path = PASSPHRASE_FILE) -> Path:
+    """Create the per-checkout passphrase once (0600); never overwrite it."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+    return path
+
+
+def pulumi_env(backend_dir: Path | None = None, passphrase_file: Path | None = None) -> dict[str, str]:
+    """Variables for the CLI and the automation API (merge into os.environ)."""
+    backend_dir = backend_dir or STATE_DIR / "state"
+    backend_dir.mkdir(parents=True, exist_ok=True)
+    venv_bin = ROOT / ".venv" / "bin"
+    return {
+        "PATH": os.pathsep.join([str(BIN_DIR), str(venv_bin), os.environ.get("PATH", "")]),
+        "PULUMI_HOME": str(STATE_DIR / "pulumi-home"),
+        "PULUMI_BACKEND_URL": backend_dir.as_uri(),
+        "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase_file or ensure_passphrase()),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        # Inline automation-API programs start the dynamic-provider plugin with this interpreter.
+        "PULUMI_PYTHON_CMD": str(venv_bin / "python"),
+    }
+
+
+if __name__ == "__main__":
+    for key, value in pulumi_env().items():
+        print(f"export {key}={shlex.quote(value)}")
