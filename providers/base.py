@@ -79,6 +79,15 @@ class KindProvider(ResourceProvider):
 
     # --- hooks -----------------------------------------------------------
 
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        """The engine-level identifier of a declaration: pure and stable across runs.
+
+        Raise InvalidSpec naming the rule when `name` cannot be mapped. Two
+        declarations on one instance with the same engine name collide.
+        """
+        raise NotImplementedError
+
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         """Return the live resource, or None when it does not exist."""
         raise NotImplementedError

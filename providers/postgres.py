@@ -107,6 +107,11 @@ class Database(KindProvider):
     attributes = ("host", "port", "user", "database", "password")
     secret_outputs = ("password",)
 
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        tenant_role(owner)  # the owner must map too: it names the role
+        return identifier(name)
+
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         with admin_connection(instance) as conn:
             row = conn.execute(

@@ -14,6 +14,11 @@ from providers.base import KindProvider
 #: Every engine devstack knows, mapped to the module of its provider.
 ENGINE_MODULES: dict[str, str] = {
     "postgres": "providers.postgres",
+    "redis": "providers.redis",
+    "minio": "providers.minio",
+    "localstack": "providers.localstack",
+    "nats": "providers.nats",
+    "kafka": "providers.kafka",
 }
 
 

@@ -1,0 +1,100 @@
+"""The postgres `database` kind against the real local server."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from providers.errors import Conflict, EngineUnavailable
+from providers.postgres import Database
+from tests.engines.conftest import props
+
+PG = {"host": "127.0.0.1", "port": 45432}
+
+
+@pytest.fixture
+def admin_conn(admin):
+    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password,
+                         dbname="postgres", autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def database(configure, owner, admin_conn):
+    """A configured provider; drops whatever the test created, retained or not."""
+    yield configure(Database())
+    name = sql.Identifier(owner)
+    admin_conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+    admin_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(name))
+
+
+def connect(outs: dict, dbname: str | None = None) -> psycopg.Connection:
+    return psycopg.connect(**PG, user=outs["user"], password=outs["password"],
+                           dbname=dbname or outs["database"], connect_timeout=5)
+
+
+def test_create_then_create_again_adopts_without_change(database, owner, admin_conn):
+    inputs = props("postgres", "pg", "database", owner, owner)
+    first = database.create(inputs)
+    second = database.create(inputs)  # run twice: same id, same predictable password
+    assert first.id == second.id == f"postgres/pg/database/{owner}@{owner}"
+    assert first.outs["password"] == second.outs["password"]
+    with connect(first.outs) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (owner,)
+    comment = admin_conn.execute(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (owner,)
+    ).fetchone()[0]
+    assert '"owner": "' + owner + '"' in comment and '"managed-by": "devstack"' in comment
+
+
+def test_public_cannot_connect(database, owner, admin_conn):
+    database.create(props("postgres", "pg", "database", owner, owner))
+    acl = admin_conn.execute("SELECT datacl::text FROM pg_database WHERE datname = %s", (owner,)).fetchone()[0]
+    assert "=Tc/" not in acl and "=c/" not in acl  # no grant to PUBLIC (empty grantee)
+
+
+def test_update_in_place_and_drift_detection(database, owner, admin_conn):
+    inputs = props("postgres", "pg", "database", owner, owner)
+    outs = database.create(inputs).outs
+    changed = {**inputs, "params": {**outs["params"], "connection_limit": 7}}
+    assert database.diff(outs["name"], outs, changed).replaces == []
+    outs = database.update("id", outs, changed).outs
+    limit = admin_conn.execute("SELECT datconnlimit FROM pg_database WHERE datname = %s", (owner,)).fetchone()
+    assert limit == (7,)
+    # Drift: changed behind Pulumi's back, read reports the live value.
+    admin_conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT 2").format(sql.Identifier(owner)))
+    assert database.read("id", outs).outs["params"]["connection_limit"] == 2
+    # Dropped behind Pulumi's back: read returns a blank id.
+    admin_conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(owner)))
+    assert database.read("id", outs).id == ""
+
+
+def test_retained_delete_keeps_data_and_purged_delete_drops(database, owner, admin_conn):
+    outs = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    database.delete("id", outs)  # purge not asked for
+    assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (owner,)).fetchone() == (1,)
+    with connect(outs):  # a session open during a purge must not block it
+        database.delete("id", {**outs, "purge": True})
+    assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (owner,)).fetchone() is None
+    database.delete("id", {**outs, "purge": True})  # already gone is fine
+
+
+def test_database_of_another_project_is_a_conflict(database, owner, admin_conn):
+    database.create(props("postgres", "pg", "database", owner, owner))
+    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
+        database.create(props("postgres", "pg", "database", owner, "intruder"))
+
+
+def test_foreign_database_is_a_conflict_and_untouched(database, owner, admin_conn):
+    admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(owner)))
+    with pytest.raises(Conflict, match="devstack does not manage"):
+        database.create(props("postgres", "pg", "database", owner, owner))
+    assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
+
+
+def test_engine_down_names_engine_address_and_fix(configure, owner, local_workspace):
+    provider = configure(Database())
+    provider._instances["pg"] = provider._instances["pg"].model_copy(update={"port": 1})
+    with pytest.raises(EngineUnavailable, match=r"postgres instance 'pg' at 127\.0\.0\.1:1.*tools\.engines start postgres"):
+        provider.create(props("postgres", "pg", "database", owner, owner))
