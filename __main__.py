@@ -1,11 +1,11 @@
-"""devstack: expand every project's `resources:` block of this stack's workspace."""
+"""devstack: validate this stack's workspace, then expand every project's `resources:`."""
 
 from pathlib import Path
 
 import pulumi
 
-from components.workspace import Workspace, load_workspace
+from components.workspace import build
 
-workspace = Workspace(load_workspace(), root=Path(__file__).resolve().parent)
+workspace = build(root=Path(__file__).resolve().parent)
 for project_name, outputs in workspace.outputs.items():
     pulumi.export(project_name, outputs)

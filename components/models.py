@@ -1,12 +1,20 @@
-"""pydantic models of devstack.yaml and of the workspace (the stack config)."""
+"""pydantic models of devstack.yaml and of the workspace (the stack config).
+
+The models check shape and types; rules that need the workspace or the
+engines' registries (instances, kinds, names, params, refs, collisions)
+live in components.validation, which reports every problem at once.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from providers.instances import SharedInstance
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Strict(BaseModel):
@@ -18,11 +26,46 @@ class ResourceDecl(Strict):
 
     uses: str
     kind: str
-    name: str = ""
+    name: str | None = Field(default=None, min_length=1)  # the project name when omitted
     params: dict[str, Any] = Field(default_factory=dict)
     credentials: Literal["predictable", "generated"] = "predictable"
     # Removing a declaration retains the resource and its data unless this is set.
-    purge: bool = False
+    purge: StrictBool = False
+
+    def key(self, project: str) -> str:
+        """`<uses>/<kind>/<name>`: the stable child name and output key."""
+        return f"{self.uses}/{self.kind}/{self.name or project}"
+
+
+class EnvImport(Strict):
+    """Import attributes of one of the project's resources as env vars (secrets stay secret)."""
+
+    source: str = Field(alias="from", description="<instance>/<kind>[/<name>] of a resource of this project")
+    vars: dict[str, str]
+
+    @field_validator("vars")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in value if not ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(f"env var names must match [A-Za-z_][A-Za-z0-9_]*: {', '.join(map(repr, bad))}")
+        return value
+
+
+class ServiceEnv(BaseModel):
+    """`env:` of a service: `import:` plus plain values (which may hold `${ref:...}`)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    imports: list[EnvImport] = Field(default_factory=list, alias="import")
+
+    def plain(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class ServiceDecl(Strict):
+    uses: list[str] = Field(default_factory=list)
+    env: ServiceEnv = Field(default_factory=ServiceEnv)
 
 
 class ProjectFile(Strict):
@@ -31,15 +74,8 @@ class ProjectFile(Strict):
     api_version: Literal["devstack/v1"] = Field(alias="apiVersion")
     kind: Literal["Project"]
     name: str
-    services: dict[str, Any] = Field(default_factory=dict)
+    services: dict[str, ServiceDecl] = Field(default_factory=dict)
     resources: list[ResourceDecl] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _default_names(self) -> "ProjectFile":
-        for decl in self.resources:
-            if not decl.name:
-                decl.name = self.name
-        return self
 
 
 class WorkspaceConfig(Strict):
@@ -49,9 +85,9 @@ class WorkspaceConfig(Strict):
     shared: dict[str, SharedInstance] = Field(default_factory=dict)
     projects: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="before")
+    @field_validator("shared", mode="before")
     @classmethod
-    def _name_instances(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("shared"), dict):
-            data = {**data, "shared": {n: {**v, "name": n} for n, v in data["shared"].items() if isinstance(v, dict)}}
-        return data
+    def _name_instances(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {name: {**spec, "name": name} if isinstance(spec, dict) else spec for name, spec in value.items()}
+        return value

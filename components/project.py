@@ -1,4 +1,8 @@
-"""The Project component: one dynamic resource per `resources:` entry."""
+"""The Project component: one dynamic resource per `resources:` entry, plus outputs.
+
+Children are named `<project>/<instance>/<kind>/<name>`: independent of list
+order and of where the file lives, so reordering or moving replaces nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import Resource
 
+from components import templates
 from components.models import ProjectFile, ResourceDecl, WorkspaceConfig
+from components.validation import REF, REF_TARGET, resolve_source
 from providers import registry
 from providers.base import KindProvider
 
@@ -24,13 +30,8 @@ def resource_class(engine: str, kind: str) -> type[Resource]:
     return TenantResource
 
 
-def resource_key(decl: ResourceDecl) -> str:
-    """Stable and readable: independent of list order and of the file's location."""
-    return f"{decl.uses}/{decl.kind}/{decl.name}"
-
-
 class Project(pulumi.ComponentResource):
-    """All tenant resources a project declares; `outputs` holds their attributes."""
+    """All tenant resources a project declares; `outputs` holds resources and services."""
 
     outputs: dict[str, Any]
 
@@ -38,34 +39,83 @@ class Project(pulumi.ComponentResource):
         self, project: ProjectFile, workspace: WorkspaceConfig, stack: str, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("devstack:index:Project", project.name, None, opts)
-        resources = {}
-        for decl in project.resources:
-            instance = workspace.shared[decl.uses]
-            provider: KindProvider = registry.provider_class(instance.engine, decl.kind)()
-            props = {
-                "engine": instance.engine,
-                "instance": decl.uses,
-                "kind": decl.kind,
-                "name": decl.name,
-                "owner": project.name,
-                "params": decl.params,
-                "credentials": decl.credentials,
-                "purge": decl.purge,
-                "stack": stack,
-                # Declared as None so Pulumi exposes them as output properties.
-                **{key: None for key in provider.attributes},
-            }
-            resource = resource_class(instance.engine, decl.kind)(
-                provider,
-                f"{project.name}/{resource_key(decl)}",
-                props,
-                pulumi.ResourceOptions(
-                    parent=self,
-                    retain_on_delete=not decl.purge,
-                    additional_secret_outputs=list(provider.secret_outputs),
-                ),
-            )
-            resources[resource_key(decl)] = {key: getattr(resource, key) for key in provider.attributes}
-        self.outputs = {"resources": resources}
+        self._file, self._ws = project, workspace
+        created: dict[str, Resource] = {}
+        resources: dict[str, Any] = {}
+        # Referenced declarations first, so a dependent can depend on them.
+        for decl in sorted(project.resources, key=lambda d: bool(getattr(self._kind_class(d), "references", None))):
+            resource = self._declare(decl, stack, created)
+            created[decl.key(project.name)] = resource
+            resources[decl.key(project.name)] = self._resource_outputs(decl, resource)
+        services = {name: {"env": self._service_env(service, created)} for name, service in project.services.items()}
+        self.outputs = {"resources": resources, "services": services}
         self.register_outputs(self.outputs)
 
+    def _kind_class(self, decl: ResourceDecl) -> type[KindProvider]:
+        return registry.provider_class(self._ws.shared[decl.uses].engine, decl.kind)
+
+    def _declare(self, decl: ResourceDecl, stack: str, created: dict[str, Resource]) -> Resource:
+        instance = self._ws.shared[decl.uses]
+        provider = self._kind_class(decl)()
+        depends_on = [
+            created[f"{decl.uses}/{kind}/{decl.params[param]}"]
+            for param, kind in getattr(provider, "references", {}).items()
+            if decl.params.get(param) and f"{decl.uses}/{kind}/{decl.params[param]}" in created
+        ]
+        props = {
+            "engine": instance.engine,
+            "instance": decl.uses,
+            "kind": decl.kind,
+            "name": decl.name or self._file.name,
+            "owner": self._file.name,
+            "params": decl.params,
+            "credentials": decl.credentials,
+            "purge": decl.purge,
+            "stack": stack,
+            # Declared as None so Pulumi exposes them as output properties.
+            **{key: None for key in provider.attributes},
+        }
+        return resource_class(instance.engine, decl.kind)(
+            provider,
+            f"{self._file.name}/{decl.key(self._file.name)}",
+            props,
+            pulumi.ResourceOptions(
+                parent=self,
+                depends_on=depends_on,
+                # Tenant data outlives its declaration unless purge is asked for.
+                retain_on_delete=not decl.purge,
+                additional_secret_outputs=list(provider.secret_outputs),
+            ),
+        )
+
+    def _resource_outputs(self, decl: ResourceDecl, resource: Resource) -> dict[str, Any]:
+        """Provider attributes plus template exports; secret ones stay secret."""
+        template = templates.engine_template(self._ws.shared[decl.uses].engine).kinds[decl.kind]
+        outputs: dict[str, Any] = {name: getattr(resource, name) for name in template.attributes}
+        for name, export in template.exports.items():
+            used = sorted(export.uses)
+            value = pulumi.Output.all(*(getattr(resource, n) for n in used)).apply(
+                lambda values, export=export, used=used: export.render(dict(zip(used, values)))
+            )
+            outputs[name] = pulumi.Output.secret(value) if template.is_secret(name) else value
+        return outputs
+
+    def _service_env(self, service, created: dict[str, Resource]) -> dict[str, Any]:
+        env: dict[str, Any] = {var: _resolve_refs(value, self._ws) for var, value in service.env.plain().items()}
+        for item in service.env.imports:
+            decl = resolve_source(item.source, self._file.resources, self._file.name)
+            outputs = self._resource_outputs(decl, created[decl.key(self._file.name)])
+            for var, attribute in item.vars.items():
+                env[var] = outputs[attribute]
+        return env
+
+
+def _resolve_refs(value: Any, workspace: WorkspaceConfig) -> str:
+    """Replace each `${ref:workspace.shared.<instance>.<attr>}` with the instance's value."""
+
+    def substitute(match) -> str:
+        name, attribute = REF_TARGET.match(match.group(1)).groups()
+        instance = workspace.shared[name]
+        return templates.instance_attributes(instance.engine, instance)[attribute]
+
+    return REF.sub(substitute, str(value))

@@ -8,21 +8,25 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.models import ProjectFile, WorkspaceConfig
 from components.project import Project
-from providers.instances import WORKSPACE_KEY, parse_object
+from components.validation import Validated, WorkspaceInvalid, validate
+from components.yamlfile import YamlFile, load_yaml
+from providers.instances import parse_object
 
 
-def load_workspace(config: pulumi.Config | None = None) -> WorkspaceConfig:
-    """Read `devstack:workspace` from the current stack's config."""
+def load_workspace(root: Path, stack: str, config: pulumi.Config | None = None) -> Validated:
+    """Read `devstack:workspace` from the stack's config and validate it with all its projects."""
     config = config or pulumi.Config("devstack")
     raw = parse_object(config.require_object("workspace"))
-    return WorkspaceConfig.model_validate(raw)
+    display = f"stacks/Pulumi.{stack}.yaml"
+    return validate(raw, root, _stack_file(root / display, display), display)
 
 
-def load_project(path: Path) -> ProjectFile:
-    with path.open(encoding="utf-8") as handle:
-        return ProjectFile.model_validate(yaml.safe_load(handle))
+def _stack_file(path: Path, display: str) -> YamlFile | None:
+    try:
+        return load_yaml(path, display) if path.is_file() else None
+    except yaml.YAMLError:
+        return None
 
 
 class Workspace(pulumi.ComponentResource):
@@ -30,14 +34,22 @@ class Workspace(pulumi.ComponentResource):
 
     outputs: dict[str, Any]
 
-    def __init__(self, workspace: WorkspaceConfig, root: Path, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("devstack:index:Workspace", workspace.name, None, opts)
+    def __init__(self, validated: Validated, stack: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("devstack:index:Workspace", validated.workspace.name, None, opts)
         self.outputs = {}
-        for relative in workspace.projects:
-            project_file = load_project(root / relative)
-            project = Project(project_file, workspace, stack=pulumi.get_stack(), opts=pulumi.ResourceOptions(parent=self))
+        for project_file in validated.projects:
+            project = Project(project_file, validated.workspace, stack=stack, opts=pulumi.ResourceOptions(parent=self))
             self.outputs[project_file.name] = project.outputs
         self.register_outputs({})
 
 
-__all__ = ["WORKSPACE_KEY", "Workspace", "load_workspace", "load_project"]
+def build(root: Path) -> Workspace | None:
+    """The program: validate everything first, then expand; on problems register nothing."""
+    stack = pulumi.get_stack()
+    try:
+        validated = load_workspace(root, stack)
+    except WorkspaceInvalid as invalid:
+        for problem in invalid.problems:
+            pulumi.log.error(str(problem))
+        raise pulumi.RunError(f"{len(invalid.problems)} problem(s) in the workspace; nothing was created or changed") from None
+    return Workspace(validated, stack)

@@ -133,3 +133,31 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
     assert changes(stack.up()) == {"delete": 1}
     assert not database_exists(admin, db_b)
     assert database_exists(admin, db_a)
+
+
+def test_invalid_workspace_stops_before_anything_registers(project_dir, offline_env, pulumi_command, admin, projects):
+    """Two bad entries: both reported with file and line, and the up creates no resource."""
+    a, _ = projects
+    files = [write_project(project_dir, a, [{"uses": "pg", "kind": "database"},
+                                            {"uses": "nowhere", "kind": "database", "name": "x"},
+                                            {"uses": "pg", "kind": "table"}])]
+    ws = local_workspace(project_dir, offline_env, pulumi_command)
+    stack = auto.Stack.create("bad", ws)
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "bad",
+        "shared": {"pg": {"engine": "postgres", "port": PG_PORT, "adminUser": admin["postgres"].user,
+                          "adminSecret": "pgAdmin"}},
+        "projects": files,
+    })))
+    stack.set_config("devstack:pgAdmin", auto.ConfigValue(admin["postgres"].password, secret=True))
+    with pytest.raises(auto.errors.CommandError) as failed:
+        stack.up()
+    text = str(failed.value)
+    written = (project_dir / files[0]).read_text().splitlines()
+    uses_line = written.index("  uses: nowhere") + 1
+    kind_line = written.index("- kind: table") + 1
+    assert f"{files[0]}:{uses_line}: resources[1].uses: names no shared instance" in text
+    assert f"{files[0]}:{kind_line}: resources[2].kind: 'table' is not a kind of engine postgres" in text
+    state = json.loads(stored_state(offline_env, "bad"))["checkpoint"]["latest"]
+    assert [r["type"] for r in state.get("resources", [])] in ([], ["pulumi:pulumi:Stack"])
+    assert not database_exists(admin, a.replace("-", "_"))

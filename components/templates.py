@@ -1,0 +1,95 @@
+"""Per-engine templates: what an engine provides and what each kind exports.
+
+templates/<engine>.yaml lists, per kind, exports composed with Jinja2 from
+the provider's attributes (a DSN, an endpoint URL, a bootstrap string), and
+the attributes `${ref:workspace.shared.<instance>.<attr>}` may read of an
+instance. An export that uses a secret attribute is secret itself. Adding an
+export is a template change; adding an engine is a template plus a provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.meta
+import yaml
+
+from providers import registry
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+#: Attribute names that always hold secrets, whatever the engine.
+SECRET_ATTRIBUTES = frozenset({"password", "secretKey", "secret", "token"})
+
+_JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+
+
+@dataclass(frozen=True)
+class Export:
+    """One composed export: its Jinja2 source and the attributes it reads."""
+
+    name: str
+    source: str
+    uses: frozenset[str]
+
+    def render(self, attributes: dict[str, Any]) -> str:
+        return _JINJA.from_string(self.source).render(**attributes)
+
+
+@dataclass(frozen=True)
+class KindTemplate:
+    engine: str
+    kind: str
+    attributes: tuple[str, ...]
+    secret_attributes: frozenset[str]
+    exports: dict[str, Export]
+
+    def names(self) -> tuple[str, ...]:
+        """Everything a service may import: provider attributes, then exports."""
+        return self.attributes + tuple(name for name in self.exports if name not in self.attributes)
+
+    def is_secret(self, name: str) -> bool:
+        if name in self.exports:
+            return bool(self.exports[name].uses & self.secret_attributes) or name in SECRET_ATTRIBUTES
+        return name in self.secret_attributes or name in SECRET_ATTRIBUTES
+
+
+@dataclass(frozen=True)
+class EngineTemplate:
+    engine: str
+    provides: str
+    instance: dict[str, Export]
+    kinds: dict[str, KindTemplate]
+
+
+def _export(name: str, source: Any) -> Export:
+    text = str(source)
+    used = jinja2.meta.find_undeclared_variables(_JINJA.parse(text))
+    return Export(name=name, source=text, uses=frozenset(used))
+
+
+@cache
+def engine_template(engine: str) -> EngineTemplate:
+    """Load templates/<engine>.yaml, joined with the provider's kinds and attributes."""
+    raw = yaml.safe_load((TEMPLATES_DIR / f"{engine}.yaml").read_text(encoding="utf-8"))
+    kinds = {}
+    for kind, provider in registry.kinds(engine).items():
+        exports = (raw.get("kinds", {}).get(kind) or {}).get("exports") or {}
+        kinds[kind] = KindTemplate(
+            engine=engine,
+            kind=kind,
+            attributes=tuple(provider.attributes),
+            secret_attributes=frozenset(provider.secret_outputs) | (SECRET_ATTRIBUTES & set(provider.attributes)),
+            exports={name: _export(name, source) for name, source in exports.items()},
+        )
+    instance = {name: _export(name, source) for name, source in (raw.get("instance") or {}).items()}
+    return EngineTemplate(engine=engine, provides=raw.get("provides", ""), instance=instance, kinds=kinds)
+
+
+def instance_attributes(engine: str, instance: Any) -> dict[str, str]:
+    """The non-secret attributes of a shared instance that `${ref}` may read."""
+    values = {"host": instance.host, "port": instance.port, "version": instance.version or "", "name": instance.name}
+    return {name: export.render(values) for name, export in engine_template(engine).instance.items()}

@@ -1,0 +1,313 @@
+"""Validation of a workspace and its devstack.yaml files: every problem at once.
+
+Each problem names the file, the field path, the line and what to do. The
+Workspace component validates everything before it registers any resource,
+so a bad declaration anywhere means nothing is created or changed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from components import templates
+from components.models import EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig
+from components.yamlfile import FieldPath, YamlFile, format_path, load_yaml
+from providers import registry
+from providers.errors import InvalidSpec
+
+PROJECT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+REF = re.compile(r"\$\{ref:([^}]*)\}")
+REF_TARGET = re.compile(r"^workspace\.shared\.([^.]+)\.([^.]+)$")
+SECRET_WORDS = ("password", "secret", "token")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.path or '<document>'}: {self.message}"
+
+
+class WorkspaceInvalid(Exception):
+    """Every problem found; nothing may be created while any exists."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s) in the workspace; nothing was created or changed:\n{lines}")
+
+
+@dataclass
+class Validated:
+    workspace: WorkspaceConfig
+    projects: list[ProjectFile]
+
+
+@dataclass
+class _Report:
+    """Problems of one file, located through its line index."""
+
+    file: YamlFile | None
+    display: str
+    prefix: FieldPath = ()
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, path: FieldPath, message: str) -> None:
+        full = self.prefix + path
+        line = self.file.line(full) if self.file else None
+        self.problems.append(Problem(self.display, format_path(path if not self.prefix else full), line, message))
+
+    def pydantic(self, err: ValidationError, path: FieldPath, model: type[BaseModel]) -> None:
+        for error in err.errors():
+            loc = path + tuple(error["loc"])
+            self.add(loc, _message(error, model))
+
+
+def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
+    kind, loc = error["type"], error["loc"]
+    if kind == "extra_forbidden":
+        allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
+        return f"unknown field {loc[-1]!r} (remove it; allowed fields here: {allowed})" if len(loc) == 1 else f"unknown field {loc[-1]!r} (remove it)"
+    if kind == "missing":
+        return "is required"
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return f"must be {expected} (got {error.get('input')!r})"
+    return f"{error['msg']} (got {error.get('input')!r})"
+
+
+def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_display: str) -> Validated:
+    """Validate the workspace and all its projects; raise WorkspaceInvalid listing every problem."""
+    ws_report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
+    try:
+        workspace = WorkspaceConfig.model_validate(workspace_raw)
+    except ValidationError as err:
+        ws_report.pydantic(err, (), WorkspaceConfig)
+        raise WorkspaceInvalid(ws_report.problems) from None
+    for name, instance in workspace.shared.items():
+        if instance.engine not in registry.engines():
+            ws_report.add(("shared", name, "engine"),
+                          f"unknown engine {instance.engine!r} (engines: {', '.join(registry.engines())})")
+
+    problems = list(ws_report.problems)
+    projects: list[ProjectFile] = []
+    claimed: dict[tuple[str, str, str], tuple[str, str]] = {}
+    owners: dict[str, str] = {}
+    for index, relative in enumerate(workspace.projects):
+        report, project = _check_file(root, relative, workspace, ws_report, index)
+        problems += report.problems
+        if project is None:
+            continue
+        if project.name in owners:
+            problems.append(Problem(relative, "name", report.file.line(("name",)) if report.file else None,
+                                    f"project {project.name!r} is already declared by {owners[project.name]} (project names are unique in a workspace)"))
+        owners.setdefault(project.name, relative)
+        problems += _collisions(project, relative, report.file, workspace, claimed)
+        projects.append(project)
+    if problems:
+        raise WorkspaceInvalid(problems)
+    return Validated(workspace, projects)
+
+
+def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report: _Report, index: int):
+    path = root / relative
+    if not path.is_file():
+        report = _Report(None, relative)
+        report.add((), f"the file does not exist (listed in devstack:workspace.projects[{index}]; fix the path or create it)")
+        return report, None
+    try:
+        file = load_yaml(path, relative)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        report = _Report(None, relative)
+        report.problems.append(Problem(relative, "", mark.line + 1 if mark else None, f"not valid YAML: {getattr(err, 'problem', err)}"))
+        return report, None
+    report = _Report(file, relative)
+    return report, check_project(file.data, workspace, report)
+
+
+def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> ProjectFile | None:
+    """Check one parsed devstack.yaml; problems go to `report`; the model when it is clean."""
+    if not isinstance(data, dict):
+        report.add((), "a devstack.yaml must be a mapping with apiVersion, kind, name and resources")
+        return None
+    top = {key: value for key, value in data.items() if key not in ("resources", "services")}
+    try:
+        header = ProjectFile.model_validate(top)
+    except ValidationError as err:
+        report.pydantic(err, (), ProjectFile)
+        header = None
+    owner = data.get("name") if isinstance(data.get("name"), str) else ""
+    if header is not None and not PROJECT_NAME.match(owner):
+        report.add(("name",), "project names use lowercase letters, digits and '-', start with a letter, "
+                              "at most 40 characters (the name prefixes every engine resource)")
+    resources = _list(data, "resources", report)
+    decls: list[tuple[int, ResourceDecl]] = []
+    for i, raw in enumerate(resources):
+        try:
+            decls.append((i, ResourceDecl.model_validate(raw)))
+        except ValidationError as err:
+            report.pydantic(err, ("resources", i), ResourceDecl)
+    for i, decl in decls:
+        _check_resource(i, decl, owner, decls, workspace, report)
+    services = _services(data, decls, owner, workspace, report)
+    if report.problems or header is None:
+        return None
+    for _, decl in decls:
+        decl.name = decl.name or owner
+    return header.model_copy(update={"resources": [d for _, d in decls], "services": services})
+
+
+def _list(data: dict, key: str, report: _Report) -> list:
+    value = data.get(key) or []
+    if not isinstance(value, list):
+        report.add((key,), f"must be a list of {key} entries")
+        return []
+    return value
+
+
+def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: WorkspaceConfig, report: _Report) -> None:
+    at = ("resources", i)
+    instance = workspace.shared.get(decl.uses)
+    if instance is None:
+        report.add(at + ("uses",), f"names no shared instance of workspace {workspace.name!r} "
+                                   f"(shared instances: {', '.join(workspace.shared) or 'none'})")
+        return
+    if instance.engine not in registry.engines():
+        return  # reported once, on the workspace
+    kinds = registry.kinds(instance.engine)
+    provider = kinds.get(decl.kind)
+    if provider is None:
+        report.add(at + ("kind",), f"{decl.kind!r} is not a kind of engine {instance.engine} "
+                                   f"(kinds: {', '.join(kinds)})")
+        return
+    try:
+        provider.engine_name(decl.name or owner, owner)
+    except InvalidSpec as err:
+        report.add(at + ("name",), f"{err.cause} (name {decl.name or owner!r}"
+                                   f"{'' if decl.name else ', the project name'} cannot be a {instance.engine} {decl.kind} name)")
+    try:
+        spec = provider.Spec.model_validate(decl.params)
+    except ValidationError as err:
+        for error in err.errors():
+            loc = at + ("params",) + tuple(error["loc"])
+            if error["type"] == "extra_forbidden":
+                accepted = ", ".join(f.alias or n for n, f in provider.Spec.model_fields.items())
+                report.add(loc, f"{instance.engine} {decl.kind} does not accept param {error['loc'][-1]!r} "
+                                f"(params: {accepted or 'none'})")
+            else:
+                report.add(loc, _message(error, provider.Spec))
+        return
+    for param, target_kind in getattr(provider, "references", {}).items():
+        target = getattr(spec, param, None)
+        if target and not any(d.kind == target_kind and d.uses == decl.uses and (d.name or owner) == target
+                              for _, d in decls):
+            report.add(at + ("params", param), f"names no {target_kind} {target!r} on instance {decl.uses!r} "
+                                               f"in this project (declare it under resources)")
+
+
+def _services(data: dict, decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> dict[str, ServiceDecl]:
+    raw_services = data.get("services") or {}
+    if not isinstance(raw_services, dict):
+        report.add(("services",), "must be a mapping of service name to its uses and env")
+        return {}
+    services = {}
+    for name, raw in raw_services.items():
+        at = ("services", str(name))
+        try:
+            service = ServiceDecl.model_validate(raw or {})
+        except ValidationError as err:
+            report.pydantic(err, at, ServiceDecl)
+            continue
+        for j, uses in enumerate(service.uses):
+            if uses not in workspace.shared:
+                report.add(at + ("uses", j), f"names no shared instance of workspace {workspace.name!r}")
+        for j, item in enumerate(service.env.imports):
+            _check_import(at + ("env", "import", j), item, decls, owner, workspace, report)
+        for var, value in service.env.plain().items():
+            _check_plain(at + ("env", var), var, value, workspace, report)
+        services[str(name)] = service
+    return services
+
+
+def resolve_source(source: str, decls: list[ResourceDecl], owner: str) -> ResourceDecl | None:
+    """`<instance>/<kind>[/<name>]` → the project's declaration (name defaults to the project)."""
+    parts = source.split("/")
+    if len(parts) not in (2, 3):
+        return None
+    instance, kind = parts[0], parts[1]
+    name = parts[2] if len(parts) == 3 else owner
+    return next((d for d in decls if d.uses == instance and d.kind == kind and (d.name or owner) == name), None)
+
+
+def _check_import(at: FieldPath, item: EnvImport, decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:
+    decl = resolve_source(item.source, [d for _, d in decls], owner)
+    if decl is None:
+        report.add(at + ("from",), f"{item.source!r} names no resource of this project "
+                                   f"(use <instance>/<kind>[/<name>] of an entry under resources)")
+        return
+    instance = workspace.shared.get(decl.uses)
+    if instance is None or instance.engine not in registry.engines() or decl.kind not in registry.kinds(instance.engine):
+        return  # the resource entry itself is reported
+    template = templates.engine_template(instance.engine).kinds[decl.kind]
+    for var, attribute in item.vars.items():
+        if attribute not in template.names():
+            report.add(at + ("vars", var), f"{instance.engine} {decl.kind} has no attribute {attribute!r} "
+                                           f"(attributes: {', '.join(template.names())})")
+
+
+def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig, report: _Report) -> None:
+    from components.models import ENV_NAME
+
+    if not ENV_NAME.match(var):
+        report.add(at, "env var names must match [A-Za-z_][A-Za-z0-9_]*")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        report.add(at, "env values must be strings or numbers (use env.import for resource attributes)")
+        return
+    for ref in REF.findall(str(value)):
+        match = REF_TARGET.match(ref)
+        if not match:
+            report.add(at, f"${{ref:{ref}}} must read workspace.shared.<instance>.<attribute>")
+            continue
+        name, attribute = match.groups()
+        if any(word in attribute.lower() for word in SECRET_WORDS) or attribute in templates.SECRET_ATTRIBUTES:
+            report.add(at, f"${{ref:{ref}}} reads a secret attribute; secrets reach services only through "
+                           f"env.import of a resource, never inline")
+            continue
+        instance = workspace.shared.get(name)
+        if instance is None:
+            report.add(at, f"${{ref:{ref}}} names no shared instance of workspace {workspace.name!r}")
+        elif instance.engine in registry.engines():
+            known = templates.engine_template(instance.engine).instance
+            if attribute not in known:
+                report.add(at, f"${{ref:{ref}}}: instance {name!r} has no attribute {attribute!r} "
+                               f"(attributes: {', '.join(known)})")
+
+
+def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, workspace: WorkspaceConfig,
+                claimed: dict[tuple[str, str, str], tuple[str, str]]) -> list[Problem]:
+    problems = []
+    for i, decl in enumerate(project.resources):
+        instance = workspace.shared[decl.uses]
+        provider = registry.kinds(instance.engine)[decl.kind]
+        key = (decl.uses, getattr(provider, "namespace", decl.kind), provider.engine_name(decl.name or project.name, project.name))
+        where = (relative, f"resources[{i}]")
+        if key in claimed:
+            other = claimed[key]
+            problems.append(Problem(relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
+                                    f"collides with {other[0]} {other[1]}: both are {instance.engine} "
+                                    f"{decl.kind} {key[2]!r} on instance {decl.uses!r} (give one another name)"))
+        else:
+            claimed[key] = where
+    return problems

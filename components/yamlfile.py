@@ -1,0 +1,59 @@
+"""YAML files with line numbers, so every problem can point at its line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FieldPath = tuple[str | int, ...]
+
+
+@dataclass
+class YamlFile:
+    """A parsed YAML document plus the line of every mapping key and list item."""
+
+    path: Path
+    display: str
+    data: Any
+    lines: dict[FieldPath, int] = field(default_factory=dict)
+
+    def line(self, path: FieldPath) -> int | None:
+        """The line of `path`, or of its nearest ancestor that has one."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get((), 1)
+
+
+def load_yaml(path: Path, display: str) -> YamlFile:
+    """Parse `path`; yaml.YAMLError propagates with its own mark for the caller to report."""
+    text = path.read_text(encoding="utf-8")
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    lines: dict[FieldPath, int] = {}
+    if node is not None:
+        _index(node, (), lines)
+    return YamlFile(path=path, display=display, data=yaml.safe_load(text), lines=lines)
+
+
+def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int]) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            child = path + (str(key_node.value),)
+            lines[child] = key_node.start_mark.line + 1
+            _index(value_node, child, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _index(item, path + (index,), lines)
+
+
+def format_path(path: FieldPath) -> str:
+    """`('resources', 0, 'kind')` → `resources[0].kind`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text

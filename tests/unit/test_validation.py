@@ -1,0 +1,185 @@
+"""Every validation rule, on a corpus of bad devstack.yaml files.
+
+Each case marks the offending line with `# <-`; the test asserts the exact
+field path, that line, and the rule-specific part of the message. All
+problems of a workspace are reported at once and nothing is returned to
+expand when any exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from components.validation import WorkspaceInvalid, validate
+
+WORKSPACE = {
+    "name": "test",
+    "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": 45432,
+                      "adminUser": "admin", "adminSecret": "pgAdmin"}},
+}
+HEADER = "apiVersion: devstack/v1\nkind: Project\nname: shop\n"
+
+
+def problems(tmp_path: Path, *files: str, workspace: dict | None = None):
+    names = []
+    for i, text in enumerate(files):
+        path = tmp_path / f"p{i}" / "devstack.yaml"
+        path.parent.mkdir()
+        path.write_text(text)
+        names.append(f"p{i}/devstack.yaml")
+    try:
+        validate({**(workspace or WORKSPACE), "projects": names}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    except WorkspaceInvalid as invalid:
+        return invalid.problems
+    return []
+
+
+def marked_line(text: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if "# <-" in line)
+
+
+def db(extra: str = "", name: str | None = None) -> str:
+    line = f"    name: {name}  # <-\n" if name is not None else ""
+    return HEADER + "resources:\n  - uses: pg\n    kind: database\n" + line + extra
+
+
+CASES = [
+    # header
+    ("apiVersion: devstack/v2  # <-\nkind: Project\nname: shop\n", "apiVersion", "must be 'devstack/v1'"),
+    ("apiVersion: devstack/v1\nkind: Service  # <-\nname: shop\n", "kind", "must be 'Project'"),
+    ("apiVersion: devstack/v1  # <-\nkind: Project\n", "name", "is required"),
+    (HEADER + "color: blue  # <-\n", "color", "unknown field 'color'"),
+    (HEADER + "resources: {uses: pg}  # <-\n", "resources", "must be a list"),
+    (HEADER.replace("name: shop", 'name: "../etc"  # <-'), "name", "project names use lowercase"),
+    (HEADER.replace("name: shop", f"name: {'p' * 300}  # <-"), "name", "at most 40 characters"),
+    (HEADER.replace("name: shop", "name: café  # <-"), "name", "project names use lowercase"),
+    (HEADER.replace("name: shop", 'name: ""  # <-'), "name", "project names use lowercase"),
+    (HEADER.replace("name: shop", "name: Shop  # <-"), "name", "project names use lowercase"),
+    # resource shape
+    (HEADER + "resources:\n  - uses: pg\n    kind: database\n    size: 3  # <-\n", "resources[0].size", "unknown field 'size'"),
+    (HEADER + "resources:\n  - kind: database  # <-\n", "resources[0].uses", "is required"),
+    (HEADER + "resources:\n  - uses: pg  # <-\n", "resources[0].kind", "is required"),
+    (HEADER + "resources:\n  - uses: mysql  # <-\n    kind: database\n", "resources[0].uses", "names no shared instance"),
+    (HEADER + "resources:\n  - uses: pg\n    kind: table  # <-\n", "resources[0].kind", "is not a kind of engine postgres"),
+    (db("    credentials: secret  # <-\n"), "resources[0].credentials", "must be 'predictable' or 'generated'"),
+    (db("    credentials: Generated  # <-\n"), "resources[0].credentials", "must be 'predictable' or 'generated'"),
+    (db("    purge: please  # <-\n"), "resources[0].purge", "valid boolean"),
+    # names an engine cannot take
+    (db(name='"a\\"b"'), "resources[0].name", "use lowercase letters"),
+    (db(name='"x; DROP DATABASE y"'), "resources[0].name", "use lowercase letters"),
+    (db(name="café"), "resources[0].name", "use lowercase letters"),
+    (db(name="a" * 300), "resources[0].name", "at most 63 bytes"),
+    (db(name='""'), "resources[0].name", "at least 1 character"),
+    (db(name="../x"), "resources[0].name", "use lowercase letters"),
+    (db(name="Orders"), "resources[0].name", "use lowercase letters"),
+    (db(name="1orders"), "resources[0].name", "starting with a letter"),
+    (db(name="'orders\\n'"), "resources[0].name", "use lowercase letters"),
+    # params
+    (db("    params:\n      size: 3  # <-\n"), "resources[0].params.size", "does not accept param 'size'"),
+    (db("    params:\n      connectionLimit: lots  # <-\n"), "resources[0].params.connectionLimit", "valid integer"),
+    (db("    params:\n      connectionLimit: -5  # <-\n"), "resources[0].params.connectionLimit", "greater than or equal to -1"),
+    (db("    params:\n      encoding: [UTF8]  # <-\n"), "resources[0].params.encoding", "valid string"),
+    (db("    params: 3  # <-\n"), "resources[0].params", "valid dictionary"),
+    # collisions inside one project
+    (db() + "  - uses: pg\n    kind: database\n    name: shop  # <-\n", "resources[1].name", "collides with p0/devstack.yaml resources[0]"),
+    (HEADER + "resources:\n  - {uses: pg, kind: database, name: my-db}\n  - {uses: pg, kind: database, name: my_db}  # <-\n",
+     "resources[1].name", "'my_db' on instance 'pg'"),
+    # services
+    (HEADER + "services: [api]  # <-\n", "services", "must be a mapping"),
+    (HEADER + "services:\n  api:\n    port: 80  # <-\n", "services.api.port", "unknown field 'port'"),
+    (HEADER + "services:\n  api:\n    uses: [mysql]  # <-\n", "services.api.uses[0]", "names no shared instance"),
+    (db() + "services:\n  api:\n    env:\n      import:\n        - from: pg/database/nope  # <-\n          vars: {URL: dsn}\n",
+     "services.api.env.import[0].from", "names no resource of this project"),
+    (db() + "services:\n  api:\n    env:\n      import:\n        - from: pg/database\n          vars:\n            URL: conn  # <-\n",
+     "services.api.env.import[0].vars.URL", "has no attribute 'conn'"),
+    (db() + "services:\n  api:\n    env:\n      import:\n        - from: pg/database\n          vars:  # <-\n            1BAD: dsn\n",
+     "services.api.env.import[0].vars", "env var names must match"),
+    (db() + "services:\n  api:\n    env:\n      import:\n        - vars: {URL: dsn}  # <-\n",
+     "services.api.env.import[0].from", "is required"),
+    (HEADER + "services:\n  api:\n    env:\n      PGPASS: ${ref:workspace.shared.pg.password}  # <-\n",
+     "services.api.env.PGPASS", "reads a secret attribute"),
+    (HEADER + "services:\n  api:\n    env:\n      KEY: x-${ref:workspace.shared.pg.secretKey}  # <-\n",
+     "services.api.env.KEY", "reads a secret attribute"),
+    (HEADER + "services:\n  api:\n    env:\n      A: ${ref:workspace.shared.pg.adminPassword}  # <-\n",
+     "services.api.env.A", "reads a secret attribute"),
+    (HEADER + "services:\n  api:\n    env:\n      T: ${ref:workspace.shared.pg.token}  # <-\n",
+     "services.api.env.T", "reads a secret attribute"),
+    (HEADER + "services:\n  api:\n    env:\n      H: ${ref:workspace.shared.nope.host}  # <-\n",
+     "services.api.env.H", "names no shared instance"),
+    (HEADER + "services:\n  api:\n    env:\n      H: ${ref:workspace.shared.pg.colour}  # <-\n",
+     "services.api.env.H", "has no attribute 'colour'"),
+    (HEADER + "services:\n  api:\n    env:\n      H: ${ref:pg.host}  # <-\n",
+     "services.api.env.H", "must read workspace.shared.<instance>.<attribute>"),
+    (HEADER + "services:\n  api:\n    env:\n      H: {nested: 1}  # <-\n",
+     "services.api.env.H", "must be strings or numbers"),
+    (HEADER + "services:\n  api:\n    env:\n      bad-name: x  # <-\n",
+     "services.api.env.bad-name", "env var names must match"),
+]
+
+
+@pytest.mark.parametrize("text, path, message", CASES, ids=[f"{i:02d}-{c[1]}" for i, c in enumerate(CASES)])
+def test_bad_input_names_file_field_line_and_rule(tmp_path, text, path, message):
+    found = problems(tmp_path, text)
+    assert len(found) >= 1, "expected a problem"
+    match = [p for p in found if p.path == path]
+    assert match, f"no problem at {path}: {[str(p) for p in found]}"
+    assert message in match[0].message
+    assert match[0].file == "p0/devstack.yaml"
+    assert match[0].line == marked_line(text)
+
+
+def test_collision_across_projects_names_both_files(tmp_path):
+    other = db(name="shared").replace("name: shop", "name: blog", 1)
+    found = problems(tmp_path, db(name="shared"), other)
+    assert [(p.file, p.path) for p in found] == [("p1/devstack.yaml", "resources[0].name")]
+    assert "collides with p0/devstack.yaml resources[0]" in found[0].message
+
+
+def test_duplicate_project_names(tmp_path):
+    found = problems(tmp_path, HEADER, HEADER)
+    assert [(p.file, p.path) for p in found] == [("p1/devstack.yaml", "name")]
+    assert "already declared by p0/devstack.yaml" in found[0].message
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    text = (HEADER + "resources:\n  - uses: mysql\n    kind: database\n"
+            "  - uses: pg\n    kind: table\n  - uses: pg\n    kind: database\n    credentials: x\n")
+    paths = sorted(p.path for p in problems(tmp_path, text))
+    assert paths == ["resources[0].uses", "resources[1].kind", "resources[2].credentials"]
+
+
+def test_yaml_syntax_error_has_its_line(tmp_path):
+    text = HEADER + "resources:\n  - uses: pg\n    kind: [database\n"
+    found = problems(tmp_path, text)
+    assert len(found) == 1 and "not valid YAML" in found[0].message and found[0].line == 7
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n"], ids=["list", "scalar"])
+def test_document_must_be_a_mapping(tmp_path, text):
+    found = problems(tmp_path, text)
+    assert len(found) == 1 and "must be a mapping" in found[0].message
+
+
+def test_missing_project_file_names_the_config_entry(tmp_path):
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate({**WORKSPACE, "projects": ["nowhere/devstack.yaml"]}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    assert "devstack:workspace.projects[0]" in raised.value.problems[0].message
+
+
+def test_unknown_engine_in_workspace(tmp_path):
+    workspace = {**WORKSPACE, "shared": {"db": {"engine": "mysql", "port": 3306, "adminUser": "a", "adminSecret": "k"}}}
+    found = problems(tmp_path, HEADER, workspace=workspace)
+    assert [(p.file, p.path) for p in found] == [("stacks/Pulumi.test.yaml", "config.devstack:workspace.shared.db.engine")]
+    assert "unknown engine 'mysql'" in found[0].message
+
+
+def test_valid_project_passes_and_defaults_names(tmp_path):
+    text = db() + "services:\n  api:\n    uses: [pg]\n    env:\n      import:\n        - from: pg/database\n          vars: {URL: dsn}\n"
+    path = tmp_path / "ok" / "devstack.yaml"
+    path.parent.mkdir()
+    path.write_text(text)
+    validated = validate({**WORKSPACE, "projects": ["ok/devstack.yaml"]}, tmp_path, None, "x")
+    assert validated.projects[0].resources[0].name == "shop"
+    assert validated.projects[0].services["api"].env.imports[0].vars == {"URL": "dsn"}
