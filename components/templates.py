@@ -36,7 +36,7 @@ class Export:
     uses: frozenset[str]
 
     def render(self, attributes: dict[str, Any]) -> str:
-        return _JINJA.from_string(self.source).render(**attributes)
+        return _JINJA.from_string(self.source).render(**{k: _plain(v) for k, v in attributes.items()})
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ class EngineTemplate:
     provides: str
     instance: dict[str, Export]
     kinds: dict[str, KindTemplate]
+
+
+def _plain(value: Any) -> Any:
+    """Pulumi hands every number back as a float; a port must render as 49000, not 49000.0."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _export(name: str, source: Any) -> Export:

@@ -129,6 +129,13 @@ class KindProvider(ResourceProvider):
         ]
         if news.get("engine") != self.engine or news.get("kind") != self.kind:
             failures.append(CheckFailure("kind", f"this provider serves {self.engine}/{self.kind} only"))
+        if news.get("name") and news.get("owner"):
+            try:
+                self.engine_name(str(news["name"]), str(news["owner"]))
+            except InvalidSpec as err:
+                failures.append(CheckFailure("name", err.cause))
+            except NotImplementedError:
+                pass
         if news.get("credentials", "predictable") not in CREDENTIAL_POLICIES:
             failures.append(CheckFailure("credentials", f"must be one of {', '.join(CREDENTIAL_POLICIES)}"))
         inputs = dict(news)

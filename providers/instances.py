@@ -25,6 +25,7 @@ class SharedInstance(BaseModel):
     version: str | None = None
     host: str = "127.0.0.1"
     port: int
+    region: str | None = None  # AWS-API engines; us-east-1 when unset
     admin_user: str = Field(alias="adminUser")
     admin_secret: str = Field(alias="adminSecret", description="config key holding the admin password")
     admin_password: SecretStr | None = Field(default=None, exclude=True)

@@ -1,36 +1,50 @@
-"""PostgreSQL: tenant databases (and, later, roles and users) in a shared server.
+"""PostgreSQL: tenant databases, group roles and login users in a shared server.
 
 Every identifier goes through `psycopg.sql.Identifier` and every value through
 `sql.Literal` or a bound parameter. DDL runs in autocommit mode (CREATE
 DATABASE cannot run in a transaction) under one server-wide advisory lock, so
-two stacks creating tenants at once never race into "already exists".
+two stacks creating tenants at once never race into "already exists" or
+"tuple concurrently updated"; every step re-checks existence under that lock.
+
+Ownership markers are COMMENTs (JSON, see `providers.base.ownership_marker`).
+Roles of the `role` and `user` kinds also record their kind in the marker, so
+a group role can never be adopted as a login user or the other way round.
+Passwords reach the server only as SCRAM verifiers computed client-side by
+libpq, so no plaintext password can show up in a server log line.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Iterable, Iterator
 
 import psycopg
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, Observed, marker_owner, ownership_marker
 from providers.credentials import password_for
-from providers.errors import EngineUnavailable, InvalidSpec, NotFound
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
 ENGINE = "postgres"
 MAX_IDENTIFIER_BYTES = 63
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+_EXTENSION = re.compile(r"^[a-z0-9_][a-z0-9_-]*$")
 # Any constant shared by all devstack processes; it only has to be stable.
 DDL_LOCK_KEY = 0x6465767374616B  # "devstak"
+#: The marker kind of a project's own login role (written by `database`, no "kind" key).
+PROJECT_ROLE = "database"
 
 #: Server features by major version, read in one place.
 FEATURES = {
     "drop_database_force": lambda major: major >= 13,
+    # Trusted extensions (installable by a database owner) exist since 13; before, treat none as trusted.
+    "trusted_extensions": lambda major: major >= 13,
 }
 
 
@@ -51,6 +65,12 @@ def identifier(name: str) -> str:
 def tenant_role(owner: str) -> str:
     """The LOGIN role that owns a project's databases."""
     return identifier(owner)
+
+
+def namespaced_role(name: str, owner: str) -> str:
+    """`<owner>_<name>`: the engine name of a project's group role or login user."""
+    tenant_role(owner)  # a broken owner is reported as such, not as a broken combined name
+    return identifier(f"{owner}_{name}")
 
 
 @contextmanager
@@ -78,23 +98,149 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
 
 
 @contextmanager
-def ddl_lock(conn: psycopg.Connection) -> Iterator[None]:
-    """Serialize tenant DDL across every process talking to this server."""
-    conn.execute("SELECT pg_advisory_lock(%s)", (DDL_LOCK_KEY,))
+def ddl_lock(conn: psycopg.Connection, shared: bool = False) -> Iterator[None]:
+    """Serialize tenant DDL across every process talking to this server.
+
+    DDL takes the lock exclusively. `observe` takes it shared: it then never
+    sees another stack's half-made resource (a role created but not yet
+    commented reads as "foreign" and would be a false conflict).
+    """
+    suffix = "_shared" if shared else ""
+    conn.execute(sql.SQL("SELECT pg_advisory_lock{}(%s)").format(sql.SQL(suffix)), (DDL_LOCK_KEY,))
     try:
         yield
     finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (DDL_LOCK_KEY,))
+        conn.execute(sql.SQL("SELECT pg_advisory_unlock{}(%s)").format(sql.SQL(suffix)), (DDL_LOCK_KEY,))
+
+
+def _major(conn: psycopg.Connection) -> int:
+    return conn.info.server_version // 10000
+
+
+# --- roles: shared by all three kinds ------------------------------------
+
+
+def kind_marker(ident: Identity, stack: str) -> str:
+    """The ownership marker of a `role` or `user`: the base marker plus the kind."""
+    return json.dumps({**json.loads(ownership_marker(ident, stack)), "kind": ident.kind}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class RoleRow:
+    """A role as pg_roles shows it, with its parsed ownership marker."""
+
+    name: str
+    login: bool
+    inherit: bool
+    connection_limit: int
+    comment: str | None
+    member_of: tuple[str, ...]
+
+    @property
+    def owner(self) -> str | None:
+        return marker_owner(self.comment)
+
+    @property
+    def marker_kind(self) -> str:
+        try:
+            return str(json.loads(self.comment or "").get("kind", PROJECT_ROLE))
+        except (ValueError, AttributeError):
+            return PROJECT_ROLE
+
+
+def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
+    """The role `name`, or None when it does not exist (not found is a value, not an error)."""
+    row = conn.execute(
+        """
+        SELECT r.rolcanlogin, r.rolinherit, r.rolconnlimit, shobj_description(r.oid, 'pg_authid'),
+               ARRAY(SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+                     WHERE m.member = r.oid ORDER BY 1)
+        FROM pg_roles r WHERE r.rolname = %s
+        """,
+        (name,),
+    ).fetchone()
+    return None if row is None else RoleRow(name, row[0], row[1], row[2], row[3], tuple(row[4]))
+
+
+def _password_literal(conn: psycopg.Connection, role: str, password: str) -> sql.Literal:
+    """A SCRAM verifier computed by libpq: the server never sees the plaintext."""
+    verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
+    return sql.Literal(verifier.decode())
+
+
+def _set_password(conn: psycopg.Connection, role: str, password: str) -> None:
+    conn.execute(
+        sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
+            sql.Identifier(role), _password_literal(conn, role, password)
+        )
+    )
+
+
+def _comment_role(conn: psycopg.Connection, role: str, marker: str) -> None:
+    conn.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(sql.Identifier(role), sql.Literal(marker)))
+
+
+def _set_memberships(conn: psycopg.Connection, row: RoleRow, expected: Iterable[str]) -> None:
+    """Grant the expected group memberships and revoke every other one."""
+    wanted = set(expected)
+    member = sql.Identifier(row.name)
+    for group in sorted(wanted - set(row.member_of)):
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), member))
+    for group in sorted(set(row.member_of) - wanted):
+        conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), member))
+
+
+def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str, heir: str | None) -> None:
+    """Make `role` droppable: hand what it owns to `heir` and revoke its privileges, in every database.
+
+    REASSIGN/DROP OWNED act on one database at a time; pg_shdepend tells which
+    databases hold anything of the role. Objects go to the project's role (the
+    data stays with the project's database); only grants are dropped.
+    """
+    databases = [
+        row[0]
+        for row in conn.execute(
+            """
+            SELECT DISTINCT d.datname FROM pg_shdepend s JOIN pg_database d ON d.oid = s.dbid
+            WHERE s.refclassid = 'pg_authid'::regclass
+              AND s.refobjid = (SELECT oid FROM pg_roles WHERE rolname = %s) AND d.datname <> 'postgres'
+            """,
+            (role,),
+        )
+    ]
+    for database in databases:
+        with admin_connection(instance, database) as other:
+            _reassign_and_drop_owned(other, role, heir)
+    _reassign_and_drop_owned(conn, role, heir)  # also revokes grants on shared objects (databases)
+
+
+def _reassign_and_drop_owned(conn: psycopg.Connection, role: str, heir: str | None) -> None:
+    if heir is not None:
+        conn.execute(sql.SQL("REASSIGN OWNED BY {} TO {}").format(sql.Identifier(role), sql.Identifier(heir)))
+    conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+
+
+# --- database -------------------------------------------------------------
 
 
 class DatabaseSpec(BaseModel):
-    """Params of a `database`. Encoding and locale are fixed at creation."""
+    """Params of a `database`. Encoding and locale are fixed at creation; the rest updates in place."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     encoding: str = "UTF8"
     locale: str = "C.UTF-8"
     connection_limit: int = Field(default=-1, ge=-1, alias="connectionLimit")
+    #: Extensions devstack installs (as admin) inside the database; sorted and unique.
+    extensions: list[str] = Field(default_factory=list)
+
+    @field_validator("extensions")
+    @classmethod
+    def _extension_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _EXTENSION.match(name):
+                raise ValueError(f"{name!r} is not an extension name (lowercase letters, digits, '_' and '-')")
+        return sorted(set(value))
 
 
 class Database(KindProvider):
@@ -113,7 +259,8 @@ class Database(KindProvider):
         return identifier(name)
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        with admin_connection(instance) as conn:
+        database = identifier(ident.name)
+        with admin_connection(instance) as conn, ddl_lock(conn, shared=True):
             row = conn.execute(
                 """
                 SELECT r.rolname, shobj_description(d.oid, 'pg_database'),
@@ -121,16 +268,15 @@ class Database(KindProvider):
                 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
                 WHERE d.datname = %s
                 """,
-                (identifier(ident.name),),
+                (database,),
             ).fetchone()
-        if row is None:
-            return None
-        owner_role, marker, encoding, collate, connection_limit = row
-        return Observed(
-            owner=marker_owner(marker),
-            params={"encoding": encoding, "locale": collate, "connection_limit": connection_limit},
-            attributes={"user": owner_role},
-        )
+            if row is None:
+                return None
+            owner_role, marker, encoding, collate, connection_limit = row
+            params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
+            if marker_owner(marker) is not None:  # never open sessions in a database we do not manage
+                params["extensions"] = _managed_extensions(instance, database)
+        return Observed(owner=marker_owner(marker), params=params, attributes={"user": owner_role})
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -140,6 +286,9 @@ class Database(KindProvider):
         password = password_for(ident, role, props.get("credentials", "predictable"))
         marker = ownership_marker(ident, props.get("stack", ""))
         with admin_connection(instance) as conn, ddl_lock(conn):
+            # Re-checked under the lock: another stack may have taken the name since observe.
+            self._check_database_owner(conn, ident, database)
+            _check_extensions(conn, ident, spec.extensions)
             self._ensure_role(conn, ident, role, password, marker)
             if not _database_exists(conn, database):
                 conn.execute(
@@ -153,6 +302,7 @@ class Database(KindProvider):
                     )
                 )
             self._converge(conn, database, role, spec, marker)
+            _create_extensions(instance, database, spec.extensions)
         return self._attributes(instance, database, role, password)
 
     def update_resource(
@@ -162,10 +312,15 @@ class Database(KindProvider):
         previous = old.get("password") if old.get("credentials") == new.get("credentials") else None
         password = password_for(ident, role, new.get("credentials", "predictable"), previous)
         marker = ownership_marker(ident, new.get("stack", ""))
+        spec = DatabaseSpec.model_validate(new.get("params") or {})
+        removed = set((old.get("params") or {}).get("extensions") or []) - set(spec.extensions)
         with admin_connection(instance) as conn, ddl_lock(conn):
+            _check_extensions(conn, ident, spec.extensions)
             if password != old.get("password"):
                 _set_password(conn, role, password)
-            self._converge(conn, database, role, DatabaseSpec.model_validate(new.get("params") or {}), marker)
+            self._converge(conn, database, role, spec, marker)
+            _drop_extensions(instance, ident, database, sorted(removed))
+            _create_extensions(instance, database, spec.extensions)
         return self._attributes(instance, database, role, password)
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
@@ -179,7 +334,7 @@ class Database(KindProvider):
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                 (database,),
             )
-            force = sql.SQL(" WITH (FORCE)") if FEATURES["drop_database_force"](conn.info.server_version // 10000) else sql.SQL("")
+            force = sql.SQL(" WITH (FORCE)") if FEATURES["drop_database_force"](_major(conn)) else sql.SQL("")
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
             # The role may own other databases of the same project; keep it then.
             owns_more = conn.execute(
@@ -194,19 +349,26 @@ class Database(KindProvider):
 
     # --- steps -----------------------------------------------------------
 
-    def _ensure_role(self, conn: psycopg.Connection, ident: Identity, role: str, password: str, marker: str) -> None:
+    def _check_database_owner(self, conn: psycopg.Connection, ident: Identity, database: str) -> None:
         row = conn.execute(
-            "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = %s", (role,)
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (database,)
         ).fetchone()
+        if row is not None and marker_owner(row[0]) != ident.owner:
+            raise self._conflict("create", ident, Observed(owner=marker_owner(row[0])))
+
+    def _ensure_role(self, conn: psycopg.Connection, ident: Identity, role: str, password: str, marker: str) -> None:
+        row = role_row(conn, role)
         if row is None:
             conn.execute(
-                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password))
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                    sql.Identifier(role), _password_literal(conn, role, password)
+                )
             )
-        elif marker_owner(row[0]) != ident.owner:
-            raise self._conflict("create", ident, Observed(owner=marker_owner(row[0])))
+        elif row.owner != ident.owner or row.marker_kind != PROJECT_ROLE:
+            raise self._conflict("create", ident, Observed(owner=row.owner))
         else:
-            _set_password(conn, role, password)
-        conn.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(sql.Identifier(role), sql.Literal(marker)))
+            _set_password(conn, role, password)  # also turns a placeholder made by `user` into a LOGIN role
+        _comment_role(conn, role, marker)
 
     def _converge(self, conn: psycopg.Connection, database: str, role: str, spec: DatabaseSpec, marker: str) -> None:
         """Bring owner, connection limit, grants and marker in line; each step is idempotent."""
@@ -225,9 +387,329 @@ def _database_exists(conn: psycopg.Connection, database: str) -> bool:
     return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone() is not None
 
 
-def _set_password(conn: psycopg.Connection, role: str, password: str) -> None:
-    conn.execute(sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password)))
+def _managed_extensions(instance: SharedInstance, database: str) -> list[str]:
+    """Extensions devstack installed: those owned by the admin role (a tenant's own are owned by the tenant)."""
+    with admin_connection(instance, database) as conn:
+        rows = conn.execute(
+            "SELECT e.extname FROM pg_extension e JOIN pg_roles r ON r.oid = e.extowner "
+            "WHERE r.rolname = current_user AND e.extname <> 'plpgsql' ORDER BY 1"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _check_extensions(conn: psycopg.Connection, ident: Identity, wanted: list[str]) -> None:
+    """InvalidSpec, before anything changes, for an unknown, untrusted or incomplete extension list.
+
+    Only trusted extensions (those a database owner may install itself) are
+    allowed: devstack installs them as admin, and an untrusted one (file_fdw,
+    adminpack, dblink ...) could hand a tenant superuser-only powers.
+    """
+    if not wanted:
+        return
+    trusted_column = sql.SQL("v.trusted" if FEATURES["trusted_extensions"](_major(conn)) else "false")
+    rows = conn.execute(
+        sql.SQL(
+            """
+            SELECT e.name, {}, coalesce(v.requires, '{{}}')
+            FROM pg_available_extensions e
+            JOIN pg_available_extension_versions v ON v.name = e.name AND v.version = e.default_version
+            WHERE e.name = ANY(%s)
+            """
+        ).format(trusted_column),
+        (wanted,),
+    ).fetchall()
+    found = {name: (trusted, requires) for name, trusted, requires in rows}
+    problems = [f"{name!r} is not available on this server" for name in wanted if name not in found]
+    problems += [f"{name!r} is not a trusted extension" for name, (trusted, _) in found.items() if not trusted]
+    problems += [
+        f"{name!r} requires {missing!r}, which is not listed"
+        for name, (_, requires) in found.items()
+        for missing in requires
+        if missing not in wanted
+    ]
+    if problems:
+        raise InvalidSpec(
+            "create", f"database {ident}", "params.extensions: " + "; ".join(problems),
+            "list only trusted extensions from pg_available_extensions, with the ones they require",
+        )
+
+
+def _create_extensions(instance: SharedInstance, database: str, wanted: list[str]) -> None:
+    if not wanted:
+        return
+    with admin_connection(instance, database) as conn:
+        for name in wanted:
+            # CASCADE only ever adds extensions that are listed too (checked before).
+            conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _drop_extensions(instance: SharedInstance, ident: Identity, database: str, names: list[str]) -> None:
+    """Drop in one statement (so dependencies among them are fine), never CASCADE into tenant objects."""
+    if not names:
+        return
+    with admin_connection(instance, database) as conn:
+        try:
+            conn.execute(sql.SQL("DROP EXTENSION IF EXISTS {}").format(sql.SQL(", ").join(map(sql.Identifier, names))))
+        except psycopg.errors.DependentObjectsStillExist as err:
+            raise Unsupported(
+                "update", f"database {ident}",
+                f"extension(s) {', '.join(names)} still in use: {err.diag.message_detail or err}",
+                "drop the objects that use them first, or keep the extensions listed",
+            ) from err
+
+
+# --- role and user --------------------------------------------------------
+
+
+class _ProjectRoleKind(KindProvider):
+    """What `role` and `user` share: the `<owner>_<name>` namespace, the kind marker, the release on drop."""
+
+    engine = ENGINE
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return namespaced_role(name, owner)
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        with admin_connection(instance) as conn, ddl_lock(conn, shared=True):
+            row = role_row(conn, self.engine_name(ident.name, ident.owner))
+        return None if row is None else self._observed(row)
+
+    def _observed(self, row: RoleRow) -> Observed:
+        raise NotImplementedError
+
+    def _claim(self, conn: psycopg.Connection, ident: Identity, name: str, verb: str = "create") -> RoleRow | None:
+        """The existing role `name` when it is ours and of this kind; None when free; Conflict otherwise."""
+        row, kind = role_row(conn, name), self.kind
+        if row is None:
+            return None
+        if row.owner != ident.owner:
+            raise self._conflict(verb, ident, Observed(owner=row.owner))
+        if row.marker_kind != kind:
+            raise Conflict(
+                verb, f"{self.kind} {ident}",
+                f"{name!r} already exists as project {ident.owner!r}'s {row.marker_kind}, not as a {kind}",
+                "give one of the two declarations another `name`; nothing was changed",
+            )
+        return row
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        name, project = self.engine_name(ident.name, ident.owner), tenant_role(ident.owner)
+        with admin_connection(instance) as conn, ddl_lock(conn):
+            if self._claim(conn, ident, name, "drop") is None:
+                raise NotFound("drop", f"{self.kind} {ident}", "it does not exist")
+            heir = project if _project_role_is_ours(conn, ident) else None
+            _release_role(instance, conn, name, heir)
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+            _drop_unused_placeholder(conn, ident)
+
+
+def _project_role_is_ours(conn: psycopg.Connection, ident: Identity) -> bool:
+    row = role_row(conn, tenant_role(ident.owner))
+    return row is not None and row.owner == ident.owner and row.marker_kind == PROJECT_ROLE
+
+
+def _drop_unused_placeholder(conn: psycopg.Connection, ident: Identity) -> None:
+    """Drop the project role a `user` created ahead of its `database` once nothing uses it.
+
+    A placeholder is NOLOGIN (a `database` makes it LOGIN when it adopts it),
+    owns no database and has no members left.
+    """
+    project = tenant_role(ident.owner)
+    row = role_row(conn, project)
+    if row is None or row.login or row.owner != ident.owner or row.marker_kind != PROJECT_ROLE:
+        return
+    in_use = conn.execute(
+        """
+        SELECT 1 FROM pg_roles r WHERE r.rolname = %s AND (
+            EXISTS (SELECT 1 FROM pg_database d WHERE d.datdba = r.oid)
+            OR EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = r.oid)
+            OR EXISTS (SELECT 1 FROM pg_shdepend s WHERE s.refobjid = r.oid AND s.refclassid = 'pg_authid'::regclass))
+        """,
+        (project,),
+    ).fetchone()
+    if not in_use:
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(project)))
+
+
+class RoleSpec(BaseModel):
+    """Params of a `role` (a NOLOGIN group role). Everything updates in place."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: Whether the group itself inherits privileges of roles it is granted.
+    inherit: bool = True
+
+
+class Role(_ProjectRoleKind):
+    """A NOLOGIN group role `<owner>_<name>` that a project's users can be members of."""
+
+    kind = "role"
+    Spec = RoleSpec
+    attributes = ("host", "port", "role")
+
+    def _observed(self, row: RoleRow) -> Observed:
+        return Observed(owner=row.owner, params={"inherit": row.inherit}, attributes={"role": row.name, "login": row.login})
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        assert isinstance(spec, RoleSpec)
+        return self._apply(instance, ident, spec, props.get("stack", ""))
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._apply(instance, ident, RoleSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["login"] if olds.get("login") else []  # a group role that can log in was changed out of band
+
+    def _apply(self, instance: SharedInstance, ident: Identity, spec: RoleSpec, stack: str) -> dict[str, Any]:
+        """Create the group role when missing, then converge its settings and marker (idempotent)."""
+        name = self.engine_name(ident.name, ident.owner)
+        with admin_connection(instance) as conn, ddl_lock(conn):
+            if self._claim(conn, ident, name) is None:
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
+            inherit = sql.SQL("INHERIT" if spec.inherit else "NOINHERIT")
+            conn.execute(sql.SQL("ALTER ROLE {} WITH NOLOGIN {}").format(sql.Identifier(name), inherit))
+            _comment_role(conn, name, kind_marker(ident, stack))
+        return {"host": instance.host, "port": instance.port, "role": name, "login": False}
+
+
+def _rotation(value: Any) -> Any:
+    """One clear message instead of one per member of the union."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and 0 < len(value) <= 64:
+        return value
+    raise ValueError("must be an integer or a non-empty string of at most 64 characters")
+
+
+#: A credential rotation counter: any change to it changes the password in place.
+Rotation = Annotated[int | str | None, BeforeValidator(_rotation)]
+
+
+class UserSpec(BaseModel):
+    """Params of a `user` (a LOGIN role). Everything updates in place."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: The `name` of a `role` declaration of the same project this user joins.
+    role: str | None = None
+    #: The `name` of the project's database declaration the DSN points at (default: the project's name).
+    database: str | None = None
+    connection_limit: int = Field(default=-1, ge=-1, alias="connectionLimit")
+    #: Change it to change the password in place (a new random one, or a new derivation).
+    rotation: Rotation = None
+
+
+class User(_ProjectRoleKind):
+    """A LOGIN role `<owner>_<name>`, member of the project's role and optionally of a group `role`."""
+
+    kind = "user"
+    Spec = UserSpec
+    attributes = ("host", "port", "user", "password", "database")
+    secret_outputs = ("password",)
+    references: ClassVar[dict[str, str]] = {"role": "role", "database": "database"}
+
+    def _observed(self, row: RoleRow) -> Observed:
+        return Observed(
+            owner=row.owner,
+            params={"connection_limit": row.connection_limit},
+            attributes={"user": row.name, "login": row.login, "member_of": list(row.member_of)},
+        )
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        assert isinstance(spec, UserSpec)
+        return self._apply(instance, ident, spec, self._password(ident, props), props.get("stack", ""))
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        spec = UserSpec.model_validate(new.get("params") or {})
+        return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        changed = [] if olds.get("login", True) else ["login"]
+        if "member_of" in olds and olds.get("owner"):
+            try:
+                expected = self._groups(olds["owner"], UserSpec.model_validate(olds.get("params") or {}))
+            except (InvalidSpec, ValueError):
+                return changed  # a broken spec is reported by create/update, not by a pure diff
+            changed += [] if sorted(olds["member_of"]) == expected else ["member_of"]
+        return changed
+
+    def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
+        """Kept across updates unless the policy or the rotation value changed."""
+        rotation = (new.get("params") or {}).get("rotation")
+        name = self.engine_name(ident.name, ident.owner)
+        principal = name if rotation is None else f"{name}#rotation={rotation}"
+        same = old is not None and old.get("credentials") == new.get("credentials") and (
+            (old.get("params") or {}).get("rotation") == rotation
+        )
+        return password_for(ident, principal, new.get("credentials", "predictable"), old.get("password") if same else None)
+
+    @staticmethod
+    def _groups(owner: str, spec: UserSpec) -> list[str]:
+        groups = [tenant_role(owner)]
+        if spec.role:
+            groups.append(namespaced_role(spec.role, owner))
+        return sorted(groups)
+
+    def _apply(
+        self, instance: SharedInstance, ident: Identity, spec: UserSpec, password: str, stack: str
+    ) -> dict[str, Any]:
+        """Check everything first (nothing changes on a conflict), then create or converge."""
+        name, project = self.engine_name(ident.name, ident.owner), tenant_role(ident.owner)
+        database = identifier(spec.database or ident.owner)
+        groups = self._groups(ident.owner, spec)
+        with admin_connection(instance) as conn, ddl_lock(conn):
+            row = self._claim(conn, ident, name)
+            project_row = self._check_project_role(conn, ident, project)
+            if spec.role:
+                self._check_group(conn, ident, spec.role, namespaced_role(spec.role, ident.owner))
+            if project_row is None:
+                # The `database` that owns this role may not exist yet (Pulumi creates in parallel):
+                # a NOLOGIN placeholder it adopts later, under the same marker.
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(project)))
+                _comment_role(conn, project, ownership_marker(ident, stack))
+            if row is None:
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("ALTER ROLE {} WITH LOGIN INHERIT CONNECTION LIMIT {} PASSWORD {}").format(
+                    sql.Identifier(name), sql.Literal(spec.connection_limit), _password_literal(conn, name, password)
+                )
+            )
+            _set_memberships(conn, role_row(conn, name), groups)
+            _comment_role(conn, name, kind_marker(ident, stack))
+        return {
+            "host": instance.host, "port": instance.port, "user": name, "password": password,
+            "database": database, "login": True, "member_of": groups,
+        }
+
+    def _check_project_role(self, conn: psycopg.Connection, ident: Identity, project: str) -> RoleRow | None:
+        row = role_row(conn, project)
+        if row is not None and (row.owner != ident.owner or row.marker_kind != PROJECT_ROLE):
+            raise Conflict(
+                "create", f"{self.kind} {ident}",
+                f"the project's role {project!r} exists but belongs to "
+                + (f"project {row.owner!r}" if row.owner else "something devstack does not manage"),
+                "rename the project or that role; nothing was changed",
+            )
+        return row
+
+    def _check_group(self, conn: psycopg.Connection, ident: Identity, declared: str, group: str) -> None:
+        row = role_row(conn, group)
+        if row is None or row.owner != ident.owner or row.marker_kind != "role":
+            cause = "it does not exist" if row is None else "it is not a `role` of this project"
+            raise InvalidSpec(
+                "create", f"{self.kind} {ident}", f"params.role names {declared!r} (postgres role {group!r}) but {cause}",
+                f"declare `kind: role, name: {declared}` on this instance in project {ident.owner!r}",
+            )
 
 
 #: The kinds this engine's provider serves: the single source of kinds for validation.
-KINDS: dict[str, type[KindProvider]] = {"database": Database}
+KINDS: dict[str, type[KindProvider]] = {"database": Database, "role": Role, "user": User}

@@ -98,8 +98,8 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
         conn.execute("CREATE TABLE orders (id int)")
         conn.execute("INSERT INTO orders VALUES (1)")
         conn.commit()
-    with connect(out_b["user"], out_b["password"], db_b):
-        pass
+    with psycopg.connect(out_b["dsn"], connect_timeout=5) as conn:  # the composed export works as is
+        assert conn.execute("SELECT current_database()").fetchone() == (db_b,)
     # ... and never to the other's.
     for user, password, other in [(out_a["user"], out_a["password"], db_b), (out_b["user"], out_b["password"], db_a)]:
         with pytest.raises(psycopg.OperationalError, match="permission denied"):

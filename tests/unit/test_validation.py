@@ -183,3 +183,11 @@ def test_valid_project_passes_and_defaults_names(tmp_path):
     validated = validate({**WORKSPACE, "projects": ["ok/devstack.yaml"]}, tmp_path, None, "x")
     assert validated.projects[0].resources[0].name == "shop"
     assert validated.projects[0].services["api"].env.imports[0].vars == {"URL": "dsn"}
+
+
+def test_exports_render_whole_numbers_as_integers():
+    from components.templates import engine_template
+
+    dsn = engine_template("postgres").kinds["database"].exports["dsn"]
+    rendered = dsn.render({"user": "shop", "password": "p@ss word", "host": "127.0.0.1", "port": 45432.0, "database": "shop"})
+    assert rendered == "postgresql://shop:p%40ss%20word@127.0.0.1:45432/shop"

@@ -1,0 +1,332 @@
+"""MinIO: buckets, lifecycle rules and bucket-scoped access keys.
+
+Buckets and lifecycle rules are the shared S3 implementation of
+`providers.s3`. Access keys are MinIO users made through the admin API
+(`minio.MinioAdmin`): one user per declaration, with one canned policy that
+reaches only the project's buckets (`<owner>` and `<owner>-*`) and leaves
+bucket management (create, delete, tags, versioning, lifecycle, policy) to
+devstack. MinIO users carry no tags or comments, so the policy is the marker:
+its `ID` holds `base.ownership_marker` and its name the reserved prefix
+`devstack-`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+import urllib3
+from botocore.exceptions import ClientError
+from minio.credentials import StaticProvider
+from minio.error import MinioAdminException
+from minio.minioadmin import MinioAdmin
+from pydantic import BaseModel, ConfigDict, Field
+from pulumi.dynamic import ReadResult
+
+from providers import s3
+from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.credentials import password_for
+from providers.errors import Conflict, InvalidSpec
+from providers.identity import Identity
+from providers.instances import SharedInstance
+
+ENGINE = "minio"
+POLICY_PREFIX = "devstack-"
+_ACCESS_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
+#: Bucket management stays with devstack: a tenant key may use its buckets, not reshape them.
+MANAGEMENT_ACTIONS = (
+    "s3:CreateBucket", "s3:DeleteBucket", "s3:ForceDeleteBucket", "s3:PutBucketTagging",
+    "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:PutBucketVersioning",
+    "s3:PutLifecycleConfiguration", "s3:PutBucketObjectLockConfiguration",
+)
+
+
+class MinioBucket(s3.Bucket):
+    """An S3 bucket on MinIO, kept out of reach of other projects' access keys.
+
+    A key of project P reaches every bucket named `P` or `P-*`, and project
+    names may extend each other (`shop`, `shop-admin`): a bucket of
+    `shop-admin` would sit within `shop`'s reach. Creating such a bucket is an
+    identity conflict (and `AccessKey` refuses the converse).
+    """
+
+    engine = ENGINE
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        bucket = s3.bucket_name(ident.name, ident.owner)
+        reaching = sorted(o for o in key_owners(admin_client(instance)) if o != ident.owner and within_reach(bucket, o))
+        if reaching:
+            raise Conflict(
+                "create", f"bucket {ident}",
+                f"bucket {bucket!r} would be within reach of the access keys of project {reaching[0]!r} ({reaching[0]}-*)",
+                "a project whose name extends another's with '-' cannot keep buckets on an instance where "
+                "the other has access keys; nothing was changed",
+            )
+        return super().create_resource(instance, ident, spec, props)
+
+
+class MinioLifecycle(s3.Lifecycle):
+    engine = ENGINE
+
+
+# --- admin API ---------------------------------------------------------------
+
+
+@lru_cache(maxsize=16)
+def _admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
+    # Fail fast when the server is down instead of the library's 5-minute default.
+    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),
+                               retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2))
+    return MinioAdmin(endpoint=address, credentials=StaticProvider(user, secret), region=region,
+                      secure=False, http_client=http)
+
+
+def admin_client(instance: SharedInstance) -> MinioAdmin:
+    return _admin(instance.address, s3.region_of(instance), instance.admin_user, instance.password())
+
+
+def _admin_code(err: MinioAdminException) -> str:
+    try:
+        return str(json.loads(err._body).get("Code", ""))  # the library keeps the body only here
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _user_info(admin: MinioAdmin, user: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(admin.user_info(user))
+    except MinioAdminException as err:
+        if _admin_code(err) == "XMinioAdminNoSuchUser":
+            return None
+        raise
+
+
+def _policy_document(admin: MinioAdmin, policy: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(admin.policy_info(policy))
+    except MinioAdminException as err:
+        if _admin_code(err) == "XMinioAdminNoSuchPolicy":
+            return None
+        raise
+
+
+def _ignore_missing(call, *codes: str) -> None:
+    try:
+        call()
+    except MinioAdminException as err:
+        if _admin_code(err) not in codes:
+            raise
+
+
+# --- naming, policy and reach ----------------------------------------------------
+
+
+def access_key_name(name: str, owner: str) -> str:
+    """The owner-prefixed MinIO user (its access key id), or InvalidSpec naming the rule."""
+    mapped = s3.prefixed(name, owner)
+    rule = s3.name_rule(mapped, service="MinIO access key", length=(3, 128), charset=_ACCESS_KEY,
+                        allowed="lowercase letters, digits, '-', '_' and '.', starting with a letter or digit")
+    if rule:
+        raise InvalidSpec("map", f"access key {mapped!r}", rule)
+    return mapped
+
+
+def policy_name(access_key: str) -> str:
+    return POLICY_PREFIX + access_key
+
+
+def project_buckets(owner: str) -> list[str]:
+    """ARNs of every bucket (and its objects) the project may own: `<owner>` and `<owner>-*`."""
+    return [f"arn:aws:s3:::{owner}", f"arn:aws:s3:::{owner}/*", f"arn:aws:s3:::{owner}-*", f"arn:aws:s3:::{owner}-*/*"]
+
+
+def within_reach(bucket: str, owner: str) -> bool:
+    """Whether a key of project `owner` reaches `bucket` (the policy's `<owner>` and `<owner>-*`)."""
+    return bucket == owner or bucket.startswith(owner + "-")
+
+
+def key_owners(admin: MinioAdmin) -> set[str]:
+    """Projects holding access keys on this server, read from the markers of devstack's policies."""
+    policies = json.loads(admin.policy_list() or "{}")
+    owners = {marker_owner((doc or {}).get("ID")) for name, doc in policies.items() if name.startswith(POLICY_PREFIX)}
+    return {owner for owner in owners if owner}
+
+
+def tenant_policy(ident: Identity, stack: str | None) -> dict[str, Any]:
+    """Everything on the project's buckets except reshaping them; nothing anywhere else.
+
+    No s3:ListAllMyBuckets: MinIO then lists only the buckets the key can use.
+    """
+    buckets = project_buckets(ident.owner)
+    return {
+        "Version": "2012-10-17",
+        "ID": ownership_marker(ident, stack or ""),
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:*"], "Resource": buckets},
+            {"Effect": "Deny", "Action": list(MANAGEMENT_ACTIONS), "Resource": buckets},
+        ],
+    }
+
+
+def _policy_current(ident: Identity, key: str, info: dict[str, Any], document: dict[str, Any] | None) -> bool:
+    """Exactly our policy is attached to the user, and it says what we wrote."""
+    attached = [name for name in str(info.get("policyName") or "").split(",") if name]
+    if attached != [policy_name(key)] or document is None:
+        return False
+    return _statements(document) == _statements(tenant_policy(ident, None))
+
+
+def _statements(document: dict[str, Any]) -> set[tuple[str, frozenset[str], frozenset[str]]]:
+    """Statements compared as sets: MinIO stores actions and resources unordered."""
+    def as_set(value: Any) -> frozenset[str]:
+        return frozenset([value] if isinstance(value, str) else value or [])
+
+    return {(st.get("Effect", ""), as_set(st.get("Action")), as_set(st.get("Resource")))
+            for st in document.get("Statement", [])}
+
+
+# --- the kind -----------------------------------------------------------------
+
+
+class AccessKeySpec(BaseModel):
+    """Params of an `access_key`. Bumping `rotation` issues a new secret key in place."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    rotation: int = Field(default=0, ge=0)
+
+
+class AccessKey(s3.GuardedKind):
+    """A MinIO user whose policy reaches only the project's buckets.
+
+    The secret key follows the resource's credential policy (`predictable`:
+    derived from the key and rotation; `generated`: random, kept across
+    updates until `rotation` changes) and is always a secret output. `read`
+    reports out-of-band changes (user disabled, policy detached or edited,
+    secret reset) in `outOfBand`, which the next diff turns into an update.
+    """
+
+    engine = ENGINE
+    kind = "access_key"
+    Spec = AccessKeySpec
+    attributes = ("host", "port", "accessKey", "secretKey", "policy")
+    secret_outputs = ("secretKey",)
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return access_key_name(name, owner)
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        key = access_key_name(ident.name, ident.owner)
+        admin = admin_client(instance)
+        info = _user_info(admin, key)
+        if info is None:
+            return None
+        document = _policy_document(admin, policy_name(key))
+        owner = marker_owner(document.get("ID")) if document else None
+        out_of_band = []
+        if info.get("status") != "enabled":
+            out_of_band.append("status")
+        if not _policy_current(ident, key, info, document):
+            out_of_band.append("policy")
+        return Observed(owner=owner, attributes={"accessKey": key, "policy": policy_name(key), "outOfBand": out_of_band})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        result = super().read(id_, props)
+        # A disabled user rejects every key anyway: the status drift says enough then.
+        if result.id and props.get("secretKey") and "status" not in result.outs.get("outOfBand", []):
+            ident = Identity.from_props(props)
+            instance, key = self._instance(ident, "read"), access_key_name(ident.name, ident.owner)
+            with self._reachable(props):
+                if not self._secret_works(instance, key, props["secretKey"]):
+                    result.outs["outOfBand"] = [*result.outs["outOfBand"], "secretKey"]
+        return result
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return list(olds.get("outOfBand") or [])
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        assert isinstance(spec, AccessKeySpec)
+        key = access_key_name(ident.name, ident.owner)
+        admin = admin_client(instance)
+        document = _policy_document(admin, policy_name(key))
+        if document is not None and marker_owner(document.get("ID")) != ident.owner:
+            # The policy name is taken although the user was free: still not ours to rewrite.
+            raise self._conflict("create", ident, Observed(owner=marker_owner(document.get("ID"))))
+        self._refuse_foreign_buckets_in_reach(instance, ident)
+        secret = _secret(ident, key, spec, props.get("credentials", "predictable"))
+        self._converge(admin, ident, key, secret, props.get("stack"))
+        return self._attributes(instance, key, secret)
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        key = access_key_name(ident.name, ident.owner)
+        spec = AccessKeySpec.model_validate(new.get("params") or {})
+        old_rotation = (old.get("params") or {}).get("rotation")
+        # A generated secret survives any update but a new rotation or credential policy.
+        unchanged = (old.get("credentials"), old_rotation) == (new.get("credentials"), spec.rotation)
+        secret = _secret(ident, key, spec, new.get("credentials", "predictable"), old.get("secretKey") if unchanged else None)
+        self._converge(admin_client(instance), ident, key, secret, new.get("stack"))
+        return self._attributes(instance, key, secret)
+
+    def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
+        key = access_key_name(ident.name, ident.owner)
+        admin = admin_client(instance)
+        _ignore_missing(lambda: admin.user_remove(key), "XMinioAdminNoSuchUser")
+        # After the user: MinIO refuses to remove a policy that is still attached.
+        _ignore_missing(lambda: admin.policy_remove(policy_name(key)), "XMinioAdminNoSuchPolicy")
+
+    # --- steps -----------------------------------------------------------
+
+    def _refuse_foreign_buckets_in_reach(self, instance: SharedInstance, ident: Identity) -> None:
+        """The key would reach `<owner>-*`: no bucket of another project (or none of ours) may sit there."""
+        admin_s3 = s3.aws_client(instance, "s3")
+        for bucket in (b["Name"] for b in admin_s3.list_buckets().get("Buckets", [])):
+            if not within_reach(bucket, ident.owner):
+                continue
+            holder = s3.tags_owner(s3.bucket_tags(admin_s3, bucket))
+            if holder != ident.owner:
+                who = f"project {holder!r}" if holder else "something devstack does not manage"
+                raise Conflict(
+                    "create", f"access_key {ident}",
+                    f"bucket {bucket!r} is within the key's reach ({ident.owner}-*) but belongs to {who}",
+                    "a key reaches every bucket named after its project; move or rename that bucket; nothing was changed",
+                )
+
+    @staticmethod
+    def _converge(admin: MinioAdmin, ident: Identity, key: str, secret: str, stack: str | None) -> None:
+        """Policy, user (secret, enabled) and the one attachment; each call idempotent."""
+        admin.policy_add(policy_name(key), policy=tenant_policy(ident, stack))
+        admin.user_add(key, secret)  # creates, or resets secret and status of, the user
+        admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached
+
+    @staticmethod
+    def _secret_works(instance: SharedInstance, key: str, secret: str) -> bool:
+        """Whether the stored secret still signs requests (a reset out of band breaks it)."""
+        try:
+            s3.client_as(instance, "s3", key, secret).list_buckets()
+        except ClientError as err:
+            return s3.error_code(err) != "SignatureDoesNotMatch"
+        return True
+
+    @staticmethod
+    def _attributes(instance: SharedInstance, key: str, secret: str) -> dict[str, Any]:
+        return {"host": instance.host, "port": instance.port, "accessKey": key, "secretKey": secret,
+                "policy": policy_name(key), "outOfBand": []}
+
+
+def _secret(ident: Identity, key: str, spec: AccessKeySpec, policy: str, previous: str | None = None) -> str:
+    """The secret key under the credential policy; a new `rotation` derives (or draws) a new one."""
+    principal = key if spec.rotation == 0 else f"{key}#rotation-{spec.rotation}"
+    return password_for(ident, principal, policy, previous)
+
+
+#: The kinds this engine's provider serves: the single source of kinds for validation.
+KINDS: dict[str, type[KindProvider]] = {"bucket": MinioBucket, "lifecycle": MinioLifecycle, "access_key": AccessKey}

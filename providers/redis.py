@@ -1,0 +1,464 @@
+"""Redis: a logical database index and ACL users per project in a shared server.
+
+Two reserved hashes in db 0 are the ownership markers (Redis has no comment
+field); no tenant can touch them because no tenant's key pattern covers the
+reserved `devstack:` prefix (the owner name `devstack` is refused):
+
+- `devstack:index-allocations`: field = the redis_index engine name, value =
+  the JSON marker plus the allocated `db`. Server-side Lua scripts allocate and
+  release indexes atomically, so two stacks can never take the same index.
+- `devstack:acl-owners`: field = ACL user name, value = the JSON marker plus a
+  fingerprint of the user's ACL (`ACL GETUSER`) as we last set it, so `read`
+  tells any out-of-band change (rules, password, enabled flag) from ours.
+
+A scan of an engine compares these hashes with `ACL LIST` and the non-empty
+databases: a user or index with a marker is managed (orphaned when no stack
+holds it), one without is foreign. See README "Redis isolation" for what the
+ACL rules can and cannot isolate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from contextlib import contextmanager
+from typing import Annotated, Any, Iterator
+
+import redis as redis_py
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.credentials import password_for
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.identity import Identity
+from providers.instances import SharedInstance
+
+ENGINE = "redis"
+ALLOCATIONS_KEY = "devstack:index-allocations"
+ACL_OWNERS_KEY = "devstack:acl-owners"
+#: The reserved keys live under `devstack:`; an owner of that name would get them in its key pattern.
+RESERVED_OWNERS = frozenset({"devstack"})
+#: Users every server has; never a tenant's.
+RESERVED_USERS = frozenset({"default"})
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+#: Server features by version, read in one place.
+FEATURES = {
+    # `%R~pattern` (read-only key permissions) arrived with ACL v2 in 7.0.
+    "read_only_keys": lambda version: version >= (7, 0),
+}
+
+#: ACL rules are applied in order: categories first, then single commands.
+CATEGORIES = ("+@all", "-@dangerous", "-@admin")
+#: Commands outside @dangerous/@admin that still reach across tenants on a shared server.
+DENIED_COMMANDS = (
+    "-move",  # moves a key into another logical database
+    "-randomkey",  # returns any key name: it has no key argument for the key pattern to check
+    "-acl",  # no ACL introspection or changes for tenants
+    "-script|kill",  # would kill another tenant's running script
+    "-script|flush",  # empties the server-wide script cache of every tenant
+    "-function",  # functions are server-wide: FUNCTION FLUSH / LOAD REPLACE would hit every tenant
+    "-pubsub|channels",  # lists every tenant's channel names
+    "-pubsub|shardchannels",
+    "-client|tracking",  # BCAST prefixes are not checked against key patterns: it would leak key names
+)
+#: SCAN is not filtered by key patterns (it lists every key name in the db): denied unless allowScan.
+SCAN_DENIED = "-scan"
+
+
+def engine_name(name: str, owner: str) -> str:
+    """`<owner>` for the project's default declaration, `<owner>-<name>` otherwise.
+
+    Raise InvalidSpec naming the rule a name breaks.
+    """
+    for label, value in (("owner", owner), ("name", name)):
+        if not _NAME.match(value):
+            raise InvalidSpec(
+                "map", f"{label} {value!r}",
+                "Redis names use letters, digits, '_', '.' and '-' (at most 64, starting with a letter or digit)",
+            )
+    if owner in RESERVED_OWNERS:
+        raise InvalidSpec("map", f"owner {owner!r}", "the `devstack:` key prefix is reserved for devstack's own markers")
+    mapped = owner if name == owner else f"{owner}-{name}"
+    if mapped in RESERVED_USERS:
+        raise InvalidSpec("map", f"name {name!r}", f"{mapped!r} is a user every Redis server has")
+    return mapped
+
+
+def key_prefix(owner: str) -> str:
+    """Every key and channel of a project starts with this."""
+    return f"{owner}:"
+
+
+@contextmanager
+def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
+    """An admin client on db 0, checked with PING; EngineUnavailable when the server does not answer."""
+    client = redis_py.Redis(
+        host=instance.host, port=instance.port, username=instance.admin_user, password=instance.password(),
+        socket_timeout=10, socket_connect_timeout=5, decode_responses=True,
+        retry=Retry(NoBackoff(), 0),  # fail fast: the default retries a refused connection for seconds
+    )
+    try:
+        client.ping()
+    except (redis_py.ConnectionError, redis_py.TimeoutError) as err:
+        client.close()
+        hint = (
+            f"check devstack:{instance.admin_secret} in the stack config"
+            if isinstance(err, redis_py.AuthenticationError)
+            else "start it with `python -m tools.engines start redis`"
+        )
+        raise EngineUnavailable(
+            "connect to", f"redis instance {instance.name!r} at {instance.address}", str(err) or type(err).__name__, hint
+        ) from err
+    with client:
+        yield client
+
+
+def _version(client: redis_py.Redis) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(client.info("server")["redis_version"]).split(".")[:2])
+
+
+def _entry(text: str | None) -> dict[str, Any] | None:
+    """A marker value parsed, or None when it is not one of ours."""
+    if marker_owner(text) is None:
+        return None
+    return json.loads(text or "")
+
+
+def _marker(ident: Identity, stack: str, **extra: Any) -> str:
+    return json.dumps({**json.loads(ownership_marker(ident, stack)), "kind": ident.kind, **extra}, sort_keys=True)
+
+
+def _rotation(value: Any) -> Any:
+    """One clear message instead of one per member of the union."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and 0 < len(value) <= 64:
+        return value
+    raise ValueError("must be an integer or a non-empty string of at most 64 characters")
+
+
+# --- redis_index ---------------------------------------------------------------
+
+# Atomic allocation: returns {status, detail}. An index is free when no marker
+# holds it and it has no keys (an unmarked non-empty db is someone else's data).
+ALLOCATE = """
+local field, owner, marker = ARGV[1], ARGV[2], cjson.decode(ARGV[3])
+local count, pinned = tonumber(ARGV[4]), tonumber(ARGV[5])
+redis.call('SELECT', 0)
+local function decode(text)
+  local ok, entry = pcall(cjson.decode, text)
+  if ok and type(entry) == 'table' and entry['managed-by'] == 'devstack' and tonumber(entry.db) then return entry end
+  return nil
+end
+local current = redis.call('HGET', KEYS[1], field)
+if current then
+  local entry = decode(current)
+  if not entry or entry.owner ~= owner then return {'conflict', current} end
+  if pinned >= 0 and tonumber(entry.db) ~= pinned then return {'pinned-elsewhere', tostring(entry.db)} end
+  marker.db = tonumber(entry.db)
+  redis.call('HSET', KEYS[1], field, cjson.encode(marker))
+  return {'existing', tostring(entry.db)}
+end
+local taken = {}
+for _, text in ipairs(redis.call('HVALS', KEYS[1])) do
+  local entry = decode(text)
+  if entry then taken[tonumber(entry.db)] = true end
+end
+local function usable(index)
+  if taken[index] then return false end
+  redis.call('SELECT', index)
+  local size = redis.call('DBSIZE')
+  redis.call('SELECT', 0)
+  return size == 0
+end
+local first, last = 1, count - 1
+if pinned >= 0 then first, last = pinned, pinned end
+for index = first, last do
+  if usable(index) then
+    marker.db = index
+    redis.call('HSET', KEYS[1], field, cjson.encode(marker))
+    return {'allocated', tostring(index)}
+  end
+end
+if pinned >= 0 then return {'taken', tostring(pinned)} end
+return {'full', tostring(count)}
+"""
+
+# Atomic purge: empty the index, then free it, only when the marker is the owner's.
+RELEASE = """
+redis.call('SELECT', 0)
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return {'missing', ''} end
+local ok, entry = pcall(cjson.decode, current)
+if not ok or type(entry) ~= 'table' or entry['managed-by'] ~= 'devstack' or entry.owner ~= ARGV[2]
+   or not tonumber(entry.db) then
+  return {'conflict', current}
+end
+redis.call('SELECT', tonumber(entry.db))
+redis.call('FLUSHDB')
+redis.call('SELECT', 0)
+redis.call('HDEL', KEYS[1], ARGV[1])
+return {'released', tostring(entry.db)}
+"""
+
+
+class RedisIndexSpec(BaseModel):
+    """Params of a `redis_index`. `index` pins a specific logical database; changing it replaces."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: Index 0 is shared (and holds devstack's markers): never a tenant's.
+    index: int | None = Field(default=None, ge=1)
+
+
+class RedisIndex(KindProvider):
+    """A logical database index allocated to one project, stable across runs, emptied and freed on purge."""
+
+    engine = ENGINE
+    kind = "redis_index"
+    Spec = RedisIndexSpec
+    create_only = frozenset({"index"})
+    attributes = ("host", "port", "db")
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return engine_name(name, owner)
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        with admin_client(instance) as client:
+            text = client.hget(ALLOCATIONS_KEY, self.engine_name(ident.name, ident.owner))
+        if text is None:
+            return None
+        entry = _entry(text)
+        if entry is None or not isinstance(entry.get("db"), int):
+            return Observed(owner=None)
+        params = {"index": entry["db"]} if entry.get("pinned") else {}
+        return Observed(owner=entry["owner"], params=params, attributes={"db": entry["db"]})
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        assert isinstance(spec, RedisIndexSpec)
+        return self._allocate(instance, ident, spec, props.get("stack", ""), "create")
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        spec = RedisIndexSpec.model_validate(new.get("params") or {})
+        return self._allocate(instance, ident, spec, new.get("stack", ""), "update")
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        field = self.engine_name(ident.name, ident.owner)
+        with admin_client(instance) as client:
+            status, detail = client.register_script(RELEASE)(keys=[ALLOCATIONS_KEY], args=[field, ident.owner])
+        if status == "missing":
+            raise NotFound("drop", f"{self.kind} {ident}", "no index is allocated to it")
+        if status == "conflict":
+            raise self._conflict("drop", ident, Observed(owner=marker_owner(detail)))
+
+    def _allocate(self, instance: SharedInstance, ident: Identity, spec: RedisIndexSpec, stack: str, verb: str) -> dict[str, Any]:
+        """Run ALLOCATE: the existing index of this owner/name, else the lowest free one (or the pinned one)."""
+        field = self.engine_name(ident.name, ident.owner)
+        marker = _marker(ident, stack, name=ident.name, pinned=spec.index is not None)
+        with admin_client(instance) as client:
+            count = int(client.config_get("databases")["databases"])
+            if spec.index is not None and spec.index >= count:
+                raise InvalidSpec(
+                    verb, f"{self.kind} {ident}",
+                    f"params.index {spec.index} is out of range: the server has {count} databases (0..{count - 1})",
+                    f"pick an index from 1 to {count - 1}, or leave it unset",
+                )
+            pinned = -1 if spec.index is None else spec.index
+            status, detail = client.register_script(ALLOCATE)(
+                keys=[ALLOCATIONS_KEY], args=[field, ident.owner, marker, count, pinned]
+            )
+        if status in ("existing", "allocated"):
+            return {"host": instance.host, "port": instance.port, "db": int(detail)}
+        raise self._allocation_error(verb, ident, status, detail, spec)
+
+    def _allocation_error(self, verb: str, ident: Identity, status: str, detail: str, spec: RedisIndexSpec) -> Exception:
+        what = f"{self.kind} {ident}"
+        if status == "conflict":
+            return self._conflict(verb, ident, Observed(owner=marker_owner(detail)))
+        if status == "pinned-elsewhere":
+            return Unsupported(
+                verb, what, f"it already holds index {detail} (retained), not the requested {spec.index}",
+                f"set params.index back to {detail}, or set purge: true and remove it first to move it",
+            )
+        if status == "taken":
+            return Conflict(
+                verb, what, f"index {detail} is allocated to another declaration or holds keys devstack did not put there",
+                "pick another params.index or leave it unset; nothing was changed",
+            )
+        return Unsupported(
+            verb, what, f"every logical database 1..{int(detail) - 1} is allocated or holds foreign keys",
+            "purge redis_index resources that are no longer used, or raise `databases` in the server config",
+        )
+
+
+# --- acl_user ------------------------------------------------------------------
+
+# Claim (or refresh) the marker of an ACL user. Returns the current marker when
+# another owner (or something that is not a marker) holds the name, else nil.
+CLAIM = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current then
+  local ok, entry = pcall(cjson.decode, current)
+  if not ok or type(entry) ~= 'table' or entry['managed-by'] ~= 'devstack' or entry.owner ~= ARGV[2] then
+    return current
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return false
+"""
+
+# Remove the marker only when it is the owner's.
+UNCLAIM = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 0 end
+local ok, entry = pcall(cjson.decode, current)
+if ok and type(entry) == 'table' and entry.owner == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+
+class AclUserSpec(BaseModel):
+    """Params of an `acl_user`. Everything updates in place (the user is never disabled meanwhile)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: Read-only key permissions (`%R~<owner>:*`); needs Redis 7.
+    read_only: bool = Field(default=False, alias="readOnly")
+    #: Allow SCAN. It is not filtered by key patterns: it lists other tenants' key names in that db.
+    allow_scan: bool = Field(default=False, alias="allowScan")
+    #: Change it to change the password in place (a new random one, or a new derivation).
+    rotation: Annotated[int | str | None, BeforeValidator(_rotation)] = None
+
+
+def acl_rules(owner: str, spec: AclUserSpec) -> dict[str, Any]:
+    """The full rule set of a tenant user, as keyword arguments of redis-py's `acl_setuser`."""
+    prefix = key_prefix(owner)
+    return {
+        "categories": list(CATEGORIES),
+        "commands": list(DENIED_COMMANDS) + ([] if spec.allow_scan else [SCAN_DENIED]),
+        "keys": [("%R~" if spec.read_only else "~") + prefix + "*"],
+        "channels": [prefix + "*"],
+    }
+
+
+def _fingerprint(getuser_reply: Any) -> str:
+    """A digest of ACL GETUSER as the server normalizes it (rules, flags, password hashes)."""
+    return hashlib.sha256(json.dumps(getuser_reply, sort_keys=True).encode()).hexdigest()
+
+
+class AclUser(KindProvider):
+    """An ACL user limited to `<owner>:*` keys and channels, without the commands that reach across tenants."""
+
+    engine = ENGINE
+    kind = "acl_user"
+    Spec = AclUserSpec
+    attributes = ("host", "port", "user", "password", "keyPrefix")
+    secret_outputs = ("password",)
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return engine_name(name, owner)
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        name = self.engine_name(ident.name, ident.owner)
+        with admin_client(instance) as client:
+            live = client.execute_command("ACL", "GETUSER", name)
+            text = client.hget(ACL_OWNERS_KEY, name)
+        if live is None:
+            return None
+        entry = _entry(text)
+        if entry is None:
+            return Observed(owner=None)
+        reply = dict(zip(live[::2], live[1::2]))
+        params = {"read_only": str(reply.get("keys", "")).startswith("%R~")}
+        in_sync = entry.get("fingerprint") == _fingerprint(live)
+        return Observed(owner=entry["owner"], params=params, attributes={"user": name, "aclInSync": in_sync})
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        assert isinstance(spec, AclUserSpec)
+        return self._apply(instance, ident, spec, self._password(ident, props), props.get("stack", ""))
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        spec = AclUserSpec.model_validate(new.get("params") or {})
+        return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        name = self.engine_name(ident.name, ident.owner)
+        with admin_client(instance) as client:
+            entry = _entry(client.hget(ACL_OWNERS_KEY, name))
+            exists = client.execute_command("ACL", "GETUSER", name) is not None
+            if exists and (entry is None or entry["owner"] != ident.owner):
+                raise self._conflict("drop", ident, Observed(owner=entry and entry["owner"]))
+            if exists:
+                client.acl_deluser(name)  # also closes the user's connections
+                _save_acl(client)
+            client.register_script(UNCLAIM)(keys=[ACL_OWNERS_KEY], args=[name, ident.owner])
+        if not exists:
+            raise NotFound("drop", f"{self.kind} {ident}", "the ACL user does not exist")
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["aclInSync"] if olds.get("aclInSync") is False else []
+
+    def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
+        """Kept across updates unless the policy or the rotation value changed."""
+        rotation = (new.get("params") or {}).get("rotation")
+        name = self.engine_name(ident.name, ident.owner)
+        principal = name if rotation is None else f"{name}#rotation={rotation}"
+        same = old is not None and old.get("credentials") == new.get("credentials") and (
+            (old.get("params") or {}).get("rotation") == rotation
+        )
+        return password_for(ident, principal, new.get("credentials", "predictable"), old.get("password") if same else None)
+
+    def _apply(
+        self, instance: SharedInstance, ident: Identity, spec: AclUserSpec, password: str, stack: str
+    ) -> dict[str, Any]:
+        """Claim the name, set the full rule set in one ACL SETUSER (atomic, always enabled), record its fingerprint."""
+        name = self.engine_name(ident.name, ident.owner)
+        with admin_client(instance) as client:
+            if spec.read_only and not FEATURES["read_only_keys"](_version(client)):
+                raise Unsupported("create", f"{self.kind} {ident}", "readOnly needs Redis 7.0 or newer", "drop readOnly")
+            self._claim(client, ident, name, _marker(ident, stack, fingerprint=""))
+            # reset + on + the full rule set: redis-py's acl_setuser() defaults to enabled=False.
+            client.acl_setuser(
+                name, enabled=True, reset=True,
+                hashed_passwords=["+" + hashlib.sha256(password.encode()).hexdigest()],
+                **acl_rules(ident.owner, spec),
+            )
+            fingerprint = _fingerprint(client.execute_command("ACL", "GETUSER", name))
+            self._claim(client, ident, name, _marker(ident, stack, fingerprint=fingerprint))
+            _save_acl(client)
+        return {
+            "host": instance.host, "port": instance.port, "user": name, "password": password,
+            "keyPrefix": key_prefix(ident.owner), "aclInSync": True,
+        }
+
+    def _claim(self, client: redis_py.Redis, ident: Identity, name: str, marker: str) -> None:
+        holder = client.register_script(CLAIM)(keys=[ACL_OWNERS_KEY], args=[name, ident.owner, marker])
+        if holder is not None:
+            raise self._conflict("create", ident, Observed(owner=marker_owner(holder)))
+
+
+def _save_acl(client: redis_py.Redis) -> None:
+    """Persist users to the server's ACL file, when it has one (otherwise they live until restart)."""
+    try:
+        client.acl_save()
+    except redis_py.ResponseError as err:
+        if "ACL file" not in str(err):
+            raise
+
+
+#: The kinds this engine's provider serves: the single source of kinds for validation.
+KINDS: dict[str, type[KindProvider]] = {"redis_index": RedisIndex, "acl_user": AclUser}

@@ -1,0 +1,607 @@
+"""S3, and the AWS-API plumbing MinIO and LocalStack share.
+
+One S3 implementation serves both object-storage engines: the `bucket` kind
+(and MinIO's `lifecycle`) speak S3 through boto3 with path-style addressing,
+so `providers.minio` and `providers.localstack` only name the engine. Besides
+the S3 kinds, this module holds what every kind of those two engines needs:
+
+- one boto3 client per (instance, service), built lazily and never pickled;
+- `GuardedKind`: name rules reported by `check`, connection failures turned
+  into EngineUnavailable, and ownership re-checked before any update or drop;
+- the ownership marker as tags (`managed-by=devstack`, `devstack-owner`,
+  `devstack-stack`): tag values cannot hold the JSON text of
+  `base.ownership_marker`, so each fact is one tag;
+- owner-prefixed engine names: `<owner>-<name>`, or `<owner>` alone when the
+  declaration is named after its project.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from contextlib import contextmanager, nullcontext
+from functools import lru_cache
+from typing import Any, ClassVar, ContextManager, Iterator
+
+import boto3
+import botocore.exceptions
+import urllib3.exceptions
+from botocore.client import BaseClient
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from providers.base import KindProvider, Observed
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.identity import Identity
+from providers.instances import SharedInstance
+
+DEFAULT_REGION = "us-east-1"
+MANAGED_TAG, MANAGED_VALUE = "managed-by", "devstack"
+OWNER_TAG, STACK_TAG = "devstack-owner", "devstack-stack"
+RESERVED_TAGS = frozenset({MANAGED_TAG, OWNER_TAG, STACK_TAG})
+#: S3 allows 50 tags on a bucket; the marker takes three of them.
+MAX_USER_TAGS = 50 - len(RESERVED_TAGS)
+
+CLIENT_CONFIG = Config(
+    connect_timeout=3,
+    read_timeout=30,
+    retries={"max_attempts": 2, "mode": "standard"},
+    # MinIO and moto serve buckets under the endpoint's path, not as subdomains.
+    s3={"addressing_style": "path"},
+)
+#: Transport failures: the engine did not answer (as opposed to answering "no").
+_UNREACHABLE = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError, urllib3.exceptions.HTTPError)
+
+
+# --- plumbing ---------------------------------------------------------------
+
+
+def region_of(instance: SharedInstance) -> str:
+    """us-east-1 unless the instance names a region (SharedInstance has no such field yet)."""
+    return instance.region or DEFAULT_REGION
+
+
+def endpoint_of(instance: SharedInstance) -> str:
+    return f"http://{instance.host}:{instance.port}"
+
+
+@lru_cache(maxsize=64)
+def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
+    # A Session per client: boto3's default session is not safe across the provider's threads.
+    return boto3.session.Session().client(
+        service, endpoint_url=endpoint, region_name=region,
+        aws_access_key_id=key, aws_secret_access_key=secret, config=CLIENT_CONFIG,
+    )
+
+
+def aws_client(instance: SharedInstance, service: str) -> BaseClient:
+    """The admin client of `service` on `instance` (thread-safe, cached per process)."""
+    return _client(service, endpoint_of(instance), region_of(instance), instance.admin_user, instance.password())
+
+
+def client_as(instance: SharedInstance, service: str, key: str, secret: str) -> BaseClient:
+    """A client of `service` on `instance` signing with another key pair (a tenant's)."""
+    return _client(service, endpoint_of(instance), region_of(instance), key, secret)
+
+
+def error_code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+def http_status(err: ClientError) -> int:
+    return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+
+
+@contextmanager
+def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
+    """Turn "the engine did not answer" into EngineUnavailable naming it, its address and the fix."""
+    try:
+        yield
+    except _UNREACHABLE as err:
+        cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise EngineUnavailable(
+            "connect to", f"{engine} instance {instance.name!r} at {instance.address}", cause,
+            f"start it with `python -m tools.engines start {engine}`",
+        ) from err
+
+
+def prefixed(name: str, owner: str) -> str:
+    """`<owner>-<name>`, or `<owner>` alone for the declaration named after its project."""
+    return owner if name == owner else f"{owner}-{name}"
+
+
+def marker_tags(ident: Identity, stack: str | None) -> dict[str, str]:
+    """The ownership marker as tags (empty tag values are dropped by some engines: never send one)."""
+    return {MANAGED_TAG: MANAGED_VALUE, OWNER_TAG: ident.owner, STACK_TAG: stack or "unknown"}
+
+
+def tags_owner(tags: dict[str, str]) -> str | None:
+    """The owner the marker tags name, or None when the resource carries no marker of ours."""
+    if tags.get(MANAGED_TAG) != MANAGED_VALUE:
+        return None
+    return tags.get(OWNER_TAG) or None
+
+
+def user_tags(tags: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in tags.items() if key not in RESERVED_TAGS}
+
+
+def tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
+    """Tags as the `[{"Key": .., "Value": ..}]` list most AWS APIs take."""
+    return [{"Key": key, "Value": value} for key, value in sorted(tags.items())]
+
+
+def tag_dict(tags: list[dict[str, str]]) -> dict[str, str]:
+    return {tag["Key"]: tag.get("Value", "") for tag in tags}
+
+
+def name_rule(mapped: str, *, service: str, length: tuple[int, int], charset: re.Pattern[str], allowed: str) -> str | None:
+    """The first naming rule `mapped` breaks, or None: length first, then characters."""
+    low, high = length
+    if not low <= len(mapped) <= high:
+        return f"{service} names are {low}-{high} characters long ({mapped!r} has {len(mapped)})"
+    if not charset.fullmatch(mapped):
+        return f"{service} names use only {allowed} ({mapped!r} does not)"
+    return None
+
+
+# --- the shared verbs -------------------------------------------------------
+
+
+class GuardedKind(KindProvider):
+    """Verbs every S3/AWS-API/MinIO kind shares on top of the base.
+
+    `check` also reports the engine-name rules and the cross-field rules of
+    `spec_rules`; every verb reports an unreachable engine as
+    EngineUnavailable; `update` and `drop` observe first and act only on a
+    resource that exists and carries this project's marker (a resource that
+    changed hands since the last refresh is never touched). Kinds implement
+    `remove` instead of `drop`.
+    """
+
+    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+        """(field, message) for each rule across fields (or name and params) the spec breaks."""
+        return []
+
+    def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
+        """Drop a resource `drop` has verified to exist and to be ours."""
+        raise NotImplementedError
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        result = super().check(olds, news)  # identity, engine name and params
+        name, owner = str(news.get("name") or ""), str(news.get("owner") or "")
+        if not result.failures:
+            spec = self.Spec.model_validate(result.inputs.get("params") or {})
+            result.failures.extend(CheckFailure(field, message) for field, message in self.spec_rules(name, owner, spec))
+        return result
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        with self._reachable(props):
+            return super().create(props)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        with self._reachable(props):
+            return super().read(id_, props)
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        with self._reachable(news):
+            ident = Identity.from_props(news)
+            self._owned(self._instance(ident, "update"), ident, "update")
+            return super().update(id_, olds, news)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        with self._reachable(props):
+            super().delete(id_, props)
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        self.remove(instance, ident, self._owned(instance, ident, "drop"))
+
+    # --- helpers ---------------------------------------------------------
+
+    def enforce(self, verb: str, ident: Identity, spec: BaseModel) -> None:
+        """Raise InvalidSpec for the first broken cross-field rule (for callers that skipped check)."""
+        broken = self.spec_rules(ident.name, ident.owner, spec)
+        if broken:
+            field, message = broken[0]
+            raise InvalidSpec(verb, f"{self.kind} {ident}", f"{field}: {message}")
+
+    def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
+        observed = self.observe(instance, ident)
+        if observed is None:
+            raise NotFound(verb, f"{self.kind} {ident}", f"it no longer exists in {self.engine} instance {ident.instance!r}",
+                           "run `pulumi refresh`, then `pulumi up` creates it again")
+        if observed.owner != ident.owner:
+            raise self._conflict(verb, ident, observed)
+        return observed
+
+    def _reachable(self, props: dict[str, Any]) -> ContextManager[None]:
+        instance = self._instances.get(str(props.get("instance")))
+        # No such instance: let the base report the missing workspace entry.
+        return reachable(instance, self.engine) if instance else nullcontext()
+
+
+# --- buckets ----------------------------------------------------------------
+
+_BUCKET_CHARS = re.compile(r"[a-z0-9.-]+")
+_IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+_ALREADY_EXISTS = ("BucketAlreadyOwnedByYou", "BucketAlreadyExists")
+
+
+def bucket_rule(mapped: str) -> str | None:
+    """The first S3 bucket naming rule `mapped` breaks, or None."""
+    rule = name_rule(mapped, service="S3 bucket", length=(3, 63), charset=_BUCKET_CHARS,
+                     allowed="lowercase letters, digits, '-' and '.'")
+    if rule:
+        return rule
+    if not (mapped[0].isalnum() and mapped[-1].isalnum()):
+        return f"S3 bucket names begin and end with a letter or digit ({mapped!r} does not)"
+    if ".." in mapped:
+        return f"S3 bucket names must not contain '..' ({mapped!r} does)"
+    if _IPV4.fullmatch(mapped):
+        return f"S3 bucket names must not look like an IP address ({mapped!r} does)"
+    if mapped.startswith(_RESERVED_PREFIXES) or mapped.endswith(_RESERVED_SUFFIXES):
+        return f"S3 reserves the prefixes {', '.join(_RESERVED_PREFIXES)} and the suffixes {', '.join(_RESERVED_SUFFIXES)}"
+    return None
+
+
+def bucket_name(name: str, owner: str) -> str:
+    """The owner-prefixed bucket of a declaration, or InvalidSpec naming the S3 rule it breaks."""
+    mapped = prefixed(name, owner)
+    rule = bucket_rule(mapped)
+    if rule:
+        raise InvalidSpec("map", f"bucket name {mapped!r}", rule,
+                          "buckets are named `<project>-<name>`, or after the project alone")
+    return mapped
+
+
+def bucket_exists(s3: BaseClient, bucket: str) -> bool:
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError as err:
+        if http_status(err) == 404 or error_code(err) in ("404", "NoSuchBucket"):
+            return False
+        raise
+    return True
+
+
+def bucket_tags(s3: BaseClient, bucket: str) -> dict[str, str]:
+    try:
+        return tag_dict(s3.get_bucket_tagging(Bucket=bucket).get("TagSet", []))
+    except ClientError as err:
+        if error_code(err) == "NoSuchTagSet":
+            return {}
+        raise
+
+
+def _versioning(s3: BaseClient, bucket: str) -> str | None:
+    """"Enabled", "Suspended", or None for a bucket never versioned."""
+    return s3.get_bucket_versioning(Bucket=bucket).get("Status")
+
+
+def _object_lock(s3: BaseClient, bucket: str) -> bool:
+    try:
+        config = s3.get_object_lock_configuration(Bucket=bucket).get("ObjectLockConfiguration") or {}
+    except ClientError as err:
+        if error_code(err) == "ObjectLockConfigurationNotFoundError":
+            return False
+        raise
+    return config.get("ObjectLockEnabled") == "Enabled"
+
+
+def empty_bucket(s3: BaseClient, bucket: str, bypass_retention: bool) -> int:
+    """Delete every object version, delete marker and unfinished upload; return how many objects went."""
+    deleted = 0
+    extra = {"BypassGovernanceRetention": True} if bypass_retention else {}
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        batch = [{"Key": v["Key"], "VersionId": v["VersionId"]}
+                 for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+        if not batch:
+            continue
+        # A page holds at most 1000 entries: exactly what one DeleteObjects takes.
+        errors = s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True}, **extra).get("Errors")
+        if errors:
+            first = errors[0]
+            raise Unsupported("empty", f"bucket {bucket!r}", f"{len(errors)} object versions refused deletion, e.g. "
+                              f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message', '')}".strip(),
+                              "remove their retention or legal hold, then delete again")
+        deleted += len(batch)
+    for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket):
+        for upload in page.get("Uploads", []):
+            s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+    return deleted
+
+
+class BucketSpec(BaseModel):
+    """Params of a `bucket`. Object lock is fixed at creation; versioning and tags change in place."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    versioning: bool = False
+    object_lock: bool = Field(default=False, alias="objectLock")
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("tags")
+    @classmethod
+    def _user_tags_only(cls, tags: dict[str, str]) -> dict[str, str]:
+        reserved = sorted(set(tags) & RESERVED_TAGS)
+        if reserved:
+            raise ValueError(f"tag keys {', '.join(reserved)} are reserved for devstack's ownership marker")
+        if len(tags) > MAX_USER_TAGS:
+            raise ValueError(f"at most {MAX_USER_TAGS} tags (S3 allows 50, devstack's marker takes 3)")
+        bad = [key for key, value in tags.items() if not 1 <= len(key) <= 128 or len(value) > 256]
+        if bad:
+            raise ValueError(f"tag keys are 1-128 and values at most 256 characters ({bad[0]!r} is not)")
+        return tags
+
+
+class Bucket(GuardedKind):
+    """An owner-prefixed S3 bucket tagged with the ownership marker (engine set by subclasses)."""
+
+    kind = "bucket"
+    Spec = BucketSpec
+    create_only = frozenset({"object_lock"})
+    attributes = ("host", "port", "region", "bucket")
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return bucket_name(name, owner)
+
+    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+        assert isinstance(spec, BucketSpec)
+        if spec.object_lock and not spec.versioning:
+            return [("params.versioning", "object lock needs versioning: true (locked objects are kept as versions)")]
+        return []
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        if not bucket_exists(s3, bucket):
+            return None
+        tags = bucket_tags(s3, bucket)
+        return Observed(
+            owner=tags_owner(tags),
+            params={"versioning": _versioning(s3, bucket) == "Enabled", "object_lock": _object_lock(s3, bucket),
+                    "tags": user_tags(tags)},
+            attributes=self._attributes(instance, bucket),
+        )
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        assert isinstance(spec, BucketSpec)
+        self.enforce("create", ident, spec)
+        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        observed = self.observe(instance, ident)
+        if observed is None:
+            self._create_bucket(instance, ident, s3, bucket, spec)
+        elif observed.params["object_lock"] != spec.object_lock:
+            live = "on" if observed.params["object_lock"] else "off"
+            raise Unsupported(
+                "adopt", f"bucket {ident}", f"object lock is {live} on the existing bucket and S3 fixes it at creation",
+                f"set objectLock: {str(observed.params['object_lock']).lower()}, or purge the bucket and apply again",
+            )
+        self._converge(s3, ident, bucket, spec, props.get("stack"))
+        return self._attributes(instance, bucket)
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        spec = BucketSpec.model_validate(new.get("params") or {})
+        self.enforce("update", ident, spec)
+        bucket = bucket_name(ident.name, ident.owner)
+        self._converge(aws_client(instance, "s3"), ident, bucket, spec, new.get("stack"))
+        return self._attributes(instance, bucket)
+
+    def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
+        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        # S3 refuses to delete a bucket that holds anything, old versions included.
+        empty_bucket(s3, bucket, bypass_retention=bool(observed.params.get("object_lock")))
+        try:
+            s3.delete_bucket(Bucket=bucket)
+        except ClientError as err:
+            if error_code(err) == "NoSuchBucket":
+                raise NotFound("drop", f"bucket {ident}", "it does not exist") from err
+            raise
+
+    # --- steps -----------------------------------------------------------
+
+    def _create_bucket(
+        self, instance: SharedInstance, ident: Identity, s3: BaseClient, bucket: str, spec: BucketSpec
+    ) -> None:
+        args: dict[str, Any] = {"Bucket": bucket, "ObjectLockEnabledForBucket": spec.object_lock}
+        if region_of(instance) != DEFAULT_REGION:
+            args["CreateBucketConfiguration"] = {"LocationConstraint": region_of(instance)}
+        try:
+            s3.create_bucket(**args)
+        except ClientError as err:
+            if error_code(err) in _ALREADY_EXISTS:
+                # Created by someone else since we looked: not ours to tag.
+                raise self._conflict("create", ident, self.observe(instance, ident) or Observed(owner=None)) from err
+            raise
+
+    @staticmethod
+    def _converge(s3: BaseClient, ident: Identity, bucket: str, spec: BucketSpec, stack: str | None) -> None:
+        """Tags (marker included) and versioning as the spec says; each step idempotent."""
+        tags = {**spec.tags, **marker_tags(ident, stack)}
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tag_list(tags)})
+        current = _versioning(s3, bucket)
+        # Versioning once enabled can only be suspended, never switched off.
+        wanted = "Enabled" if spec.versioning else ("Suspended" if current == "Enabled" else current)
+        if wanted != current:
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": wanted})
+
+    @staticmethod
+    def _attributes(instance: SharedInstance, bucket: str) -> dict[str, Any]:
+        return {"host": instance.host, "port": instance.port, "region": region_of(instance), "bucket": bucket}
+
+
+# --- lifecycle rules --------------------------------------------------------
+
+RULE_PREFIX = "devstack:"
+_RULE_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*")
+_bucket_locks: dict[tuple[str, str], threading.Lock] = {}
+_bucket_locks_guard = threading.Lock()
+
+
+@contextmanager
+def _bucket_lock(instance: SharedInstance, bucket: str) -> Iterator[None]:
+    """Serialize read-modify-write of one bucket's lifecycle configuration within this process.
+
+    A bucket's rules are one document; two lifecycle declarations on one
+    bucket are applied in parallel by Pulumi's workers and must not lose each
+    other's rule.
+    """
+    with _bucket_locks_guard:
+        lock = _bucket_locks.setdefault((instance.address, bucket), threading.Lock())
+    with lock:
+        yield
+
+
+def rule_id(name: str, owner: str) -> str:
+    """`devstack:<owner>:<name>`: the reserved prefix is the rule's ownership marker (rules carry no tags)."""
+    mapped = f"{RULE_PREFIX}{owner}:{name}"
+    if len(mapped) > 255:
+        raise InvalidSpec("map", f"lifecycle rule {mapped!r}", "S3 lifecycle rule ids are at most 255 characters")
+    if not (_RULE_NAME.fullmatch(name) and _RULE_NAME.fullmatch(owner)):
+        raise InvalidSpec("map", f"lifecycle rule {mapped!r}",
+                          "lifecycle names use lowercase letters, digits, '-' and '.', starting with a letter or digit")
+    return mapped
+
+
+def _rules(s3: BaseClient, bucket: str) -> list[dict[str, Any]]:
+    try:
+        return list(s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", []))
+    except ClientError as err:
+        if error_code(err) == "NoSuchLifecycleConfiguration":
+            return []
+        raise
+
+
+def _put_rules(s3: BaseClient, bucket: str, rules: list[dict[str, Any]]) -> None:
+    if rules:
+        s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules})
+    else:
+        s3.delete_bucket_lifecycle(Bucket=bucket)
+
+
+def _rule_params(rule: dict[str, Any]) -> dict[str, Any]:
+    rule_filter = rule.get("Filter") or {}
+    prefix = rule_filter.get("Prefix", (rule_filter.get("And") or {}).get("Prefix", rule.get("Prefix", "")))
+    return {"expire_days": (rule.get("Expiration") or {}).get("Days"), "prefix": prefix or "",
+            "enabled": rule.get("Status") == "Enabled"}
+
+
+class LifecycleSpec(BaseModel):
+    """Params of a `lifecycle`: one expiration rule on a bucket of the same project."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    bucket: str = Field(min_length=1, description="the declaration name of a bucket of this project")
+    expire_days: int = Field(alias="expireDays", ge=1, le=36500)
+    prefix: str = Field(default="", max_length=1024)
+    enabled: bool = True
+
+
+class Lifecycle(GuardedKind):
+    """One expiration rule, id `devstack:<owner>:<name>`, on one of the owner's buckets.
+
+    Other rules of the bucket (other declarations', or not devstack's) are
+    kept; dropping the rule leaves the bucket and them alone.
+    """
+
+    kind = "lifecycle"
+    Spec = LifecycleSpec
+    create_only = frozenset({"bucket"})
+    attributes = ("bucket", "rule")
+    references: ClassVar[dict[str, str]] = {"bucket": "bucket"}
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return rule_id(name, owner)
+
+    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+        assert isinstance(spec, LifecycleSpec)
+        try:
+            bucket_name(spec.bucket, owner)
+        except InvalidSpec as err:
+            return [("params.bucket", err.cause)]
+        return []
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        """Find the rule among the owner's buckets (the bucket param is not part of the identity)."""
+        rule, s3 = rule_id(ident.name, ident.owner), aws_client(instance, "s3")
+        located = self._locate(s3, ident.owner, rule)
+        if not located:
+            return None
+        bucket, found = located[0]
+        return Observed(owner=ident.owner, params=_rule_params(found), attributes={"bucket": bucket, "rule": rule})
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        assert isinstance(spec, LifecycleSpec)
+        self.enforce("create", ident, spec)
+        return self._apply(instance, ident, spec, "create")
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._apply(instance, ident, LifecycleSpec.model_validate(new.get("params") or {}), "update")
+
+    def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
+        bucket, rule, s3 = observed.attributes["bucket"], rule_id(ident.name, ident.owner), aws_client(instance, "s3")
+        with _bucket_lock(instance, bucket):
+            _put_rules(s3, bucket, [r for r in _rules(s3, bucket) if r.get("ID") != rule])
+
+    # --- steps -----------------------------------------------------------
+
+    def _apply(self, instance: SharedInstance, ident: Identity, spec: LifecycleSpec, verb: str) -> dict[str, Any]:
+        """Put this rule (replacing an older version of it) into its bucket's configuration.
+
+        A copy left in another of the owner's buckets (a replacement after
+        `bucket` changed, with the old rule retained) is moved, not doubled:
+        one rule id names one rule.
+        """
+        bucket, rule = bucket_name(spec.bucket, ident.owner), rule_id(ident.name, ident.owner)
+        s3 = aws_client(instance, "s3")
+        self._require_bucket(s3, ident, bucket, verb)
+        wanted = {"ID": rule, "Status": "Enabled" if spec.enabled else "Disabled",
+                  "Filter": {"Prefix": spec.prefix}, "Expiration": {"Days": spec.expire_days}}
+        for elsewhere, _ in self._locate(s3, ident.owner, rule):
+            if elsewhere != bucket:
+                with _bucket_lock(instance, elsewhere):
+                    _put_rules(s3, elsewhere, [r for r in _rules(s3, elsewhere) if r.get("ID") != rule])
+        with _bucket_lock(instance, bucket):
+            rules = [r for r in _rules(s3, bucket) if r.get("ID") != rule]
+            _put_rules(s3, bucket, rules + [wanted])
+        return {"bucket": bucket, "rule": rule}
+
+    def _require_bucket(self, s3: BaseClient, ident: Identity, bucket: str, verb: str) -> None:
+        if not bucket_exists(s3, bucket):
+            raise NotFound(
+                verb, f"lifecycle {ident}", f"its bucket {bucket!r} does not exist in {self.engine} instance {ident.instance!r}",
+                "declare the bucket in the same project (params.bucket names its declaration) and apply again",
+            )
+        holder = tags_owner(bucket_tags(s3, bucket))
+        if holder != ident.owner:
+            who = f"project {holder!r}" if holder else "something devstack does not manage"
+            raise Conflict(verb, f"lifecycle {ident}", f"bucket {bucket!r} belongs to {who}",
+                           "a lifecycle rule goes only on a bucket of its own project; nothing was changed")
+
+    @staticmethod
+    def _locate(s3: BaseClient, owner: str, rule: str) -> list[tuple[str, dict[str, Any]]]:
+        """(bucket, rule) for each of the owner's buckets that holds `rule` (normally one)."""
+        found = []
+        names = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
+        for bucket in (name for name in names if name == owner or name.startswith(owner + "-")):
+            try:
+                if tags_owner(bucket_tags(s3, bucket)) != owner:
+                    continue
+                found += [(bucket, r) for r in _rules(s3, bucket) if r.get("ID") == rule]
+            except ClientError as err:
+                if error_code(err) != "NoSuchBucket":  # dropped while we looked: nothing there
+                    raise
+        return found

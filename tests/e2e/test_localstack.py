@@ -1,0 +1,135 @@
+"""LocalStack end to end: the real CLI, one project, moto in server mode as the AWS APIs.
+
+The project declares one of each kind (bucket, standard and FIFO queue,
+topic, stream, table); the run goes through up, preview (no changes), a
+second up (nothing changes), a refresh after an out-of-band change, and
+removal of declarations (retained: the queue keeps its messages, the table
+its items). moto not running is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from pulumi import automation as auto
+
+from tests.e2e.conftest import local_workspace
+
+HOST, PORT = "127.0.0.1", 44566
+ENDPOINT = f"http://{HOST}:{PORT}"
+
+
+def write_project(work: Path, name: str, resources: list[dict]) -> str:
+    path = work / name / "devstack.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}))
+    return f"{name}/devstack.yaml"
+
+
+def changes(result) -> dict[str, int]:
+    """Non-trivial operations of an up, refresh or preview result."""
+    counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
+    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
+
+
+def aws(service: str):
+    return boto3.client(service, endpoint_url=ENDPOINT, region_name="us-east-1",
+                        aws_access_key_id="e2e-out-of-band", aws_secret_access_key="e2e-out-of-band")
+
+
+def remove_everything_of(project: str) -> None:
+    """Delete whatever the project's names start with, in every service (moto keeps state in memory)."""
+    ours = lambda name: name == project or name.startswith(project + "-")  # noqa: E731
+    s3 = aws("s3")
+    for bucket in [b["Name"] for b in s3.list_buckets()["Buckets"] if ours(b["Name"])]:
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                s3.delete_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
+        s3.delete_bucket(Bucket=bucket)
+    for url in aws("sqs").list_queues(QueueNamePrefix=project).get("QueueUrls", []):
+        aws("sqs").delete_queue(QueueUrl=url)
+    for topic in aws("sns").list_topics()["Topics"]:
+        if ours(topic["TopicArn"].rsplit(":", 1)[1]):
+            aws("sns").delete_topic(TopicArn=topic["TopicArn"])
+    for stream in filter(ours, aws("kinesis").list_streams()["StreamNames"]):
+        aws("kinesis").delete_stream(StreamName=stream, EnforceConsumerDeletion=True)
+    for table in filter(ours, aws("dynamodb").list_tables()["TableNames"]):
+        aws("dynamodb").delete_table(TableName=table)
+
+
+@pytest.fixture
+def project():
+    """A fresh project name; everything it left in moto is removed afterwards."""
+    try:
+        urllib.request.urlopen(f"{ENDPOINT}/", timeout=3)
+    except urllib.error.HTTPError:
+        pass  # it answered
+    except OSError as err:
+        pytest.fail(f"moto does not answer at {ENDPOINT} ({err}); start it with `python -m tools.engines start localstack`")
+    name = f"e2e-{secrets.token_hex(3)}"
+    yield name
+    remove_everything_of(name)
+
+
+RESOURCES = [
+    {"uses": "aws", "kind": "bucket", "params": {"tags": {"team": "web"}}},
+    {"uses": "aws", "kind": "queue", "name": "jobs", "params": {"visibilityTimeout": 45}},
+    {"uses": "aws", "kind": "queue", "name": "orders.fifo", "params": {"fifo": True}},
+    {"uses": "aws", "kind": "topic", "name": "events", "params": {"displayName": "Events"}},
+    {"uses": "aws", "kind": "stream", "name": "clicks", "params": {"shardCount": 2}},
+    {"uses": "aws", "kind": "table", "name": "sessions", "params": {"hashKey": "id", "ttlAttribute": "expires"}},
+]
+
+
+def test_localstack_up_preview_refresh_retain(project_dir, offline_env, pulumi_command, project):
+    p = project
+    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "e2e",
+        # moto checks no credentials; the key pair is what the providers sign with.
+        "shared": {"aws": {"engine": "localstack", "host": HOST, "port": PORT,
+                           "adminUser": "devstack-admin", "adminSecret": "awsAdmin"}},
+        "projects": [write_project(project_dir, p, RESOURCES)],
+    })))
+    stack.set_config("devstack:awsAdmin", auto.ConfigValue("not-checked-by-moto", secret=True))
+
+    up = stack.up(on_output=print)
+    assert changes(up) == {"create": 9}  # stack, workspace, project, 6 resources
+    out = up.outputs[p].value["resources"]
+    assert out[f"aws/bucket/{p}"]["bucket"] == p
+    assert out["aws/queue/jobs"]["queueUrl"].endswith(f"/{p}-jobs")
+    assert out["aws/queue/orders.fifo"]["queue"] == f"{p}-orders.fifo"
+    assert out["aws/topic/events"]["topicArn"].endswith(f":{p}-events")
+    assert out["aws/stream/clicks"]["streamArn"].endswith(f"stream/{p}-clicks")
+    assert out["aws/table/sessions"]["tableArn"].endswith(f"table/{p}-sessions")
+
+    # The resources work and carry the ownership marker.
+    aws("sqs").send_message(QueueUrl=out["aws/queue/jobs"]["queueUrl"], MessageBody="kept")
+    aws("dynamodb").put_item(TableName=f"{p}-sessions", Item={"id": {"S": "kept"}})
+    assert aws("sqs").list_queue_tags(QueueUrl=out["aws/queue/jobs"]["queueUrl"])["Tags"]["devstack-owner"] == p
+    assert aws("kinesis").describe_stream_summary(StreamName=f"{p}-clicks")["StreamDescriptionSummary"]["OpenShardCount"] == 2
+
+    # Unchanged workspace: preview shows nothing to do and a second up changes nothing.
+    assert changes(stack.preview()) == {}
+    assert changes(stack.up()) == {}
+
+    # Out of band, the queue's visibility timeout changes: refresh notices, the next up repairs it.
+    aws("sqs").set_queue_attributes(QueueUrl=out["aws/queue/jobs"]["queueUrl"], Attributes={"VisibilityTimeout": "5"})
+    assert changes(stack.refresh()) == {"update": 1}
+    assert changes(stack.up()) == {"update": 1}
+    attributes = aws("sqs").get_queue_attributes(QueueUrl=out["aws/queue/jobs"]["queueUrl"], AttributeNames=["All"])["Attributes"]
+    assert attributes["VisibilityTimeout"] == "45"
+
+    # Removing the queue and the table retains both, with their data.
+    write_project(project_dir, p, [r for r in RESOURCES if r.get("name") not in ("jobs", "sessions")])
+    assert changes(stack.up()) == {"delete": 2}
+    kept = aws("sqs").get_queue_url(QueueName=f"{p}-jobs")["QueueUrl"]
+    assert aws("sqs").get_queue_attributes(QueueUrl=kept, AttributeNames=["All"])["Attributes"]["ApproximateNumberOfMessages"] == "1"
+    assert "Item" in aws("dynamodb").get_item(TableName=f"{p}-sessions", Key={"id": {"S": "kept"}})

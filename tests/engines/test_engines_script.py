@@ -1,0 +1,408 @@
+"""The engines script (`python -m tools.engines`) against the real servers.
+
+Runs in a scratch engines dir (DEVSTACK_ENGINES_DIR under .devstack/), so a
+developer's engine data is never touched. The ports are the real ones, so
+while the developer's engines run (e.g. for the provider tests) these tests
+are reported as skipped, with the busy ports named, instead of starting,
+restarting or stopping someone else's servers.
+
+Admin credentials are fixed test values passed to `main(credentials=...)`
+through stdin of a starter process (tools.engines.credentials is the stack
+config's business, not this test's).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import boto3
+import nats
+import psycopg
+import pytest
+import redis
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+PORTS = {"postgres": 45432, "redis": 46379, "localstack": 44566, "nats": 44222}
+ENGINES = list(PORTS)  # registry order
+NATS_MONITOR_PORT = 48222
+CREDS = {
+    "postgres": ("devstack_admin", "pg-test-Pa55-word"),
+    "redis": ("devstack_admin", "redis-test-Pa55-word"),
+    "nats": ("devstack_admin", "nats-test-Pa55-word"),
+    "localstack": ("test-access-key", "test-secret-key-Pa55"),
+}
+# Must not reach any server's environment (base.base_environment is all they get).
+CANARY = ("DEVSTACK_TEST_CANARY", "canary-" + uuid.uuid4().hex)
+
+STARTER = """
+import json, sys
+from types import SimpleNamespace
+from tools.engines.__main__ import main
+
+# These start and stop engines of their own on the real ports: scripts/test runs
+# them (`-m lifecycle`) before it starts the shared engines for everything else.
+pytestmark = pytest.mark.lifecycle
+creds = {k: SimpleNamespace(user=u, password=p) for k, (u, p) in json.load(sys.stdin).items()}
+sys.exit(main(sys.argv[1:], credentials=lambda: creds))
+"""
+
+
+# --- helpers ----------------------------------------------------------------
+
+def run_cli(engines_dir: Path, *args: str, creds: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m tools.engines ARGS`; `start` goes through STARTER with `creds`."""
+    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir), CANARY[0]: CANARY[1]}
+    if args[0] == "start":
+        argv = [sys.executable, "-c", STARTER, *args]
+        stdin = json.dumps(creds or CREDS)
+    else:
+        argv, stdin = [sys.executable, "-m", "tools.engines", *args], None
+    return subprocess.run(argv, cwd=REPO, env=env, input=stdin, capture_output=True, text=True, timeout=240)
+
+
+def start_time(pid: int) -> int | None:
+    """Start time of a live, non-zombie process, else None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def pid_file(engines_dir: Path, engine: str) -> tuple[int, int]:
+    pid, started = (engines_dir / engine / f"{engine}.pid").read_text().split()
+    return int(pid), int(started)
+
+
+def session_members(sid: int) -> list[tuple[int, int]]:
+    """(pid, start time) of every live process in session `sid`: a server and its workers."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid and (started := start_time(int(entry.name))):
+                    members.append((int(entry.name), started))
+            except OSError:
+                pass
+    return members
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def run_nats(coro_fn):
+    return asyncio.run(coro_fn())
+
+
+# --- fixtures ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def engines_dir():
+    """A scratch engines dir with all four engines started once; stopped and removed at the end."""
+    busy = [port for port in [*PORTS.values(), NATS_MONITOR_PORT] if _port_open(port)]
+    if busy:
+        pytest.skip(f"ports {busy} on {HOST} are in use (engines already running?); these tests start "
+                    "and stop their own: run `python -m tools.engines stop` first")
+    path = REPO / ".devstack" / "test-engines" / uuid.uuid4().hex[:8]
+    path.mkdir(parents=True)
+    first = run_cli(path, "start", *ENGINES)
+    path.joinpath("first-start.out").write_text(first.stdout + first.stderr)
+    try:
+        assert first.returncode == 0, first.stdout + first.stderr
+        yield path
+    finally:
+        stopped = run_cli(path, "stop", *ENGINES)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        shutil.rmtree(path)
+
+
+# --- start / status ---------------------------------------------------------
+
+def test_first_start_started_every_engine_healthy(engines_dir):
+    output = (engines_dir / "first-start.out").read_text()
+    for engine, port in PORTS.items():
+        pid, _ = pid_file(engines_dir, engine)
+        assert f"{engine}: started on {HOST}:{port} (pid {pid})" in output
+
+
+def test_second_start_is_a_noop(engines_dir):
+    before = {engine: pid_file(engines_dir, engine) for engine in ENGINES}
+    again = run_cli(engines_dir, "start", *ENGINES)
+    assert again.returncode == 0, again.stderr
+    for engine, port in PORTS.items():
+        pid, _ = before[engine]
+        assert f"{engine}: already running on {HOST}:{port} (pid {pid})" in again.stdout, again.stderr
+        assert pid_file(engines_dir, engine) == before[engine]
+
+
+def test_status_reports_running_with_address_pid_and_data_dir(engines_dir):
+    status = run_cli(engines_dir, "status", *ENGINES)
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ENGINES
+    for line, (engine, port) in zip(lines, PORTS.items(), strict=True):
+        pid, _ = pid_file(engines_dir, engine)
+        name, state, address, _, shown_pid, data_dir = line.split()
+        assert (state, address, int(shown_pid)) == ("running", f"{HOST}:{port}", pid)
+        assert Path(data_dir).is_relative_to(engines_dir / engine)
+
+
+# --- admin credentials work, nothing else does ------------------------------
+
+def test_postgres_admin_logs_in_over_tcp_with_password(engines_dir):
+    user, password = CREDS["postgres"]
+    with psycopg.connect(host=HOST, port=PORTS["postgres"], user=user, password=password, dbname="postgres") as conn:
+        assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (True,)
+    for who, secret in [(user, "wrong"), ("postgres", "")]:
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed|no password"):
+            psycopg.connect(host=HOST, port=PORTS["postgres"], user=who, password=secret, dbname="postgres")
+
+
+def test_redis_admin_auths_and_default_user_is_refused(engines_dir):
+    user, password = CREDS["redis"]
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
+        assert admin.acl_whoami() == user
+        assert admin.set("engines-test", "1")
+    for kwargs in [{}, {"username": "default", "password": "anything"}, {"username": user, "password": "wrong"}]:
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(host=HOST, port=PORTS["redis"], retry=None, **kwargs).ping()
+
+
+def test_nats_admin_connects_and_has_jetstream(engines_dir):
+    user, password = CREDS["nats"]
+    url = f"nats://{HOST}:{PORTS['nats']}"
+
+    async def admin():
+        client = await nats.connect(url, user=user, password=password, allow_reconnect=False)
+        try:
+            return await client.jetstream().account_info()
+        finally:
+            await client.close()
+
+    async def stranger(**auth):
+        await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3, **auth)
+
+    assert run_nats(admin).limits is not None
+    for auth in [{}, {"user": user, "password": "wrong"}]:
+        with pytest.raises(Exception, match="Authorization Violation"):
+            run_nats(lambda auth=auth: stranger(**auth))
+
+
+def test_localstack_serves_s3_to_boto3(engines_dir):
+    key, secret = CREDS["localstack"]
+    s3 = boto3.client("s3", endpoint_url=f"http://{HOST}:{PORTS['localstack']}", region_name="us-east-1",
+                      aws_access_key_id=key, aws_secret_access_key=secret)
+    s3.create_bucket(Bucket="engines-test-bucket")
+    assert "engines-test-bucket" in [bucket["Name"] for bucket in s3.list_buckets()["Buckets"]]
+
+
+def test_no_plaintext_password_in_files_argv_or_environment(engines_dir):
+    secrets = [password.encode() for engine, (_, password) in CREDS.items() if engine != "localstack"]
+    for path in engines_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            content = path.read_bytes()
+            assert not [s for s in secrets if s in content], f"plaintext password in {path}"
+    for engine in ENGINES:
+        for pid, _ in session_members(pid_file(engines_dir, engine)[0]):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            assert not [s for s in secrets if s in cmdline or s in environ], f"password in {engine} pid {pid}"
+            assert CANARY[1].encode() not in environ, f"{engine} pid {pid} inherited the caller's environment"
+
+
+def test_secret_bearing_files_are_private(engines_dir):
+    for path in [engines_dir / "redis" / "users.acl", engines_dir / "nats" / "nats.json",
+                 engines_dir / "postgres" / "data" / "pg_hba.conf"]:
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+
+
+# --- a changed credential is re-applied (or refused with instructions) ------
+
+def test_changed_password_is_reapplied_to_running_postgres_and_nats(engines_dir):
+    new = {**CREDS, "postgres": (CREDS["postgres"][0], "pg-new-Pa55"), "nats": (CREDS["nats"][0], "nats-new-Pa55")}
+    try:
+        changed = run_cli(engines_dir, "start", "postgres", "nats", creds=new)
+        assert changed.returncode == 0, changed.stderr
+        assert changed.stdout.count("admin credential re-applied") == 2
+        user, password = new["postgres"]
+        psycopg.connect(host=HOST, port=PORTS["postgres"], user=user, password=password, dbname="postgres").close()
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(host=HOST, port=PORTS["postgres"], user=user, password=CREDS["postgres"][1],
+                            dbname="postgres")
+        run_nats(lambda: _nats_connect(*new["nats"]))
+        with pytest.raises(Exception, match="Authorization Violation"):
+            run_nats(lambda: _nats_connect(*CREDS["nats"]))
+    finally:
+        restored = run_cli(engines_dir, "start", "postgres", "nats")
+        assert restored.returncode == 0, restored.stderr
+
+
+def test_changed_password_on_running_redis_fails_with_restart_hint(engines_dir):
+    new = {**CREDS, "redis": (CREDS["redis"][0], "redis-new-Pa55")}
+    refused = run_cli(engines_dir, "start", "redis", creds=new)
+    assert refused.returncode == 1
+    assert "redis on 127.0.0.1:46379" in refused.stderr and "stop redis" in refused.stderr
+    assert str(engines_dir / "redis" / "redis.log") in refused.stderr
+
+
+def test_changed_password_is_applied_to_existing_redis_data_on_restart(engines_dir):
+    user, old = CREDS["redis"]
+    new = {**CREDS, "redis": (user, "redis-new-Pa55")}
+    try:
+        assert run_cli(engines_dir, "stop", "redis").returncode == 0
+        assert run_cli(engines_dir, "start", "redis", creds=new).returncode == 0
+        with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password="redis-new-Pa55") as admin:
+            assert admin.get("engines-test") == b"1"  # written before the restart: data survived
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=old, retry=None).ping()
+    finally:
+        run_cli(engines_dir, "stop", "redis")
+        assert run_cli(engines_dir, "start", "redis").returncode == 0
+
+
+async def _nats_connect(user: str, password: str) -> None:
+    client = await nats.connect(f"nats://{HOST}:{PORTS['nats']}", user=user, password=password,
+                                allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3)
+    await client.close()
+
+
+# --- registry, errors -------------------------------------------------------
+
+def test_a_broken_engine_module_only_affects_that_engine(engines_dir):
+    probe = (
+        "import sys, tools.engines as e\n"
+        "e.ENGINES['broken'] = 'no_such_module'\n"
+        "from tools.engines.__main__ import main\n"
+        "rc = main(['status'])\n"
+        "code = main(['status', 'postgres'])\n"
+        "print('rc', rc, code)\n"
+    )
+    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    assert re.search(r"^broken\s+unavailable: cannot load tools.engines.no_such_module", out, re.M)
+    for engine in ENGINES:
+        assert re.search(rf"^{engine}\s+running\s", out, re.M), out
+    assert "rc 1 0" in out
+
+
+def test_only_the_named_engines_modules_are_imported(engines_dir):
+    probe = ("import sys\nfrom tools.engines.__main__ import main\nmain(['status', 'redis'])\n"
+             "print(sorted(m for m in sys.modules if m.startswith('tools.engines.')))\n")
+    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    assert "'tools.engines.redis'" in out and "'tools.engines.postgres'" not in out, out
+
+
+def test_start_timeout_names_engine_address_and_log_and_leaves_nothing(engines_dir):
+    probe = (
+        "from tools.engines.localstack import LocalStack\n"
+        "class Never(LocalStack):\n"
+        "    name, port, start_timeout = 'never-healthy', 44599, 2\n"
+        "    def healthy(self): return False\n"
+        "engine = Never()\n"
+        "try:\n"
+        "    engine.start(None)\n"
+        "except Exception as exc:\n"
+        "    print(exc)\n"
+        "print('running', engine.running_pid(), 'pid-file', engine.pid_file.exists())\n"
+    )
+    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    log = engines_dir / "never-healthy" / "never-healthy.log"
+    assert f"cannot start never-healthy on {HOST}:44599: not healthy after 2s (log: {log})" in out, out
+    assert "running None pid-file False" in out
+    assert not [line for line in Path("/proc").glob("*/cmdline") if b"-p 44599" in _read(line)]
+
+
+def test_stop_kills_the_session_of_a_server_that_ignores_its_stop_signal(engines_dir):
+    probe = (
+        "import sys, time\n"
+        "from tools.engines.base import Engine\n"
+        "SERVER = ('import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '\n"
+        "          'os.fork(); time.sleep(300)')\n"  # a worker in the same session, also deaf to SIGTERM
+        "class Deaf(Engine):\n"
+        "    name, port, stop_timeout = 'deaf', 44598, 1\n"
+        "    def command(self): return [sys.executable, '-c', SERVER, 'deaf-server']\n"
+        "    def signature(self): return ['deaf-server']\n"
+        "    def healthy(self): return True\n"
+        "engine = Deaf()\n"
+        "print(engine.start(None))\n"
+        "time.sleep(0.5)\n"
+        "print(engine.stop())\n"
+    )
+    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True)
+    assert re.search(r"deaf: stopped \(pid \d+\)", done.stdout), done.stdout + done.stderr
+    assert not [path for path in Path("/proc").glob("*/cmdline")
+                if b"deaf-server" in _read(path) and start_time(int(path.parent.name))]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+# --- stop (last: these end the module's engines) ----------------------------
+
+def test_stop_ends_every_process_of_ours_and_only_those(engines_dir):
+    ours = {engine: session_members(pid_file(engines_dir, engine)[0]) for engine in ENGINES}
+    assert all(ours.values()), ours
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        stopped = run_cli(engines_dir, "stop", *ENGINES)
+        assert stopped.returncode == 0, stopped.stderr
+        for engine, members in ours.items():
+            assert f"{engine}: stopped (pid {pid_of(members)})" in stopped.stdout
+            survivors = [pid for pid, started in members if start_time(pid) == started]
+            assert not survivors, f"{engine} left {survivors} running"
+            assert not (engines_dir / engine / f"{engine}.pid").exists()
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def pid_of(members: list[tuple[int, int]]) -> int:
+    """The session leader (the server we launched) among a session's members."""
+    return next(pid for pid, _ in members if os.getsid(pid) == pid)
+
+
+@pytest.mark.parametrize("impostor", ["other-command-same-start-time", "our-command-other-start-time"])
+def test_stop_spares_a_process_that_reuses_a_stale_pid_file(engines_dir, impostor):
+    redis_conf = engines_dir / "redis" / "redis.conf"
+    if impostor == "other-command-same-start-time":
+        argv = ["sleep", "300"]
+    else:  # a command line that matches our signature; only the start time gives it away
+        argv = [sys.executable, "-c", "import time; time.sleep(300)", "redis-server", str(redis_conf)]
+    process = subprocess.Popen(argv, start_new_session=True)
+    try:
+        started = start_time(process.pid)
+        recorded = started if impostor == "other-command-same-start-time" else started - 1
+        (engines_dir / "redis" / "redis.pid").write_text(f"{process.pid} {recorded}\n")
+        status = run_cli(engines_dir, "status", "redis")
+        assert status.stdout.split()[1] == "stopped"
+        stopped = run_cli(engines_dir, "stop", "redis")
+        assert stopped.returncode == 0, stopped.stderr
+        assert "redis: not running (removed stale pid file)" in stopped.stdout
+        assert process.poll() is None and start_time(process.pid) == started
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()

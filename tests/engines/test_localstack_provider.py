@@ -1,0 +1,553 @@
+"""The localstack kinds (bucket, queue, topic, stream, table) against moto in server mode.
+
+Each kind is one `Case` row: how it is declared, what changes in place, what
+replaces, and an `OutOfBand` helper that reaches the engine with a plain boto3
+client (never through the provider) to look, tamper, fill and clean up. The
+`KindContract` tests run over every row; tests/engines/test_minio_provider.py
+runs the same contract on the real MinIO for its buckets. Kind-specific
+behaviour (FIFO, key schema, billing) follows the contract.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from providers.base import KindProvider
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec
+from providers.localstack import LocalstackBucket, Queue, Stream, Table, Topic
+from tests.engines.conftest import props
+
+AWS_ENDPOINT = "http://127.0.0.1:44566"
+REGION = "us-east-1"
+
+
+def require_server(url: str, what: str, engine: str) -> None:
+    """Fail (never skip) when the engine does not answer: a test that cannot run must say so."""
+    try:
+        urllib.request.urlopen(url, timeout=3)
+    except urllib.error.HTTPError:
+        pass  # it answered
+    except OSError as err:
+        pytest.fail(f"{what} does not answer at {url} ({err}); start it with `python -m tools.engines start {engine}`")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def moto_running():
+    require_server(AWS_ENDPOINT + "/", "moto (instance 'aws')", "localstack")
+
+
+def aws(service: str, endpoint: str = AWS_ENDPOINT, key: str = "out-of-band", secret: str = "out-of-band"):
+    config = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1})
+    return boto3.client(service, endpoint_url=endpoint, region_name=REGION, aws_access_key_id=key,
+                        aws_secret_access_key=secret, config=config)
+
+
+def gone(call: Callable[[], Any], *codes: str) -> bool:
+    """True when `call` fails with one of `codes` (or a 404): the resource does not exist."""
+    try:
+        call()
+    except ClientError as err:
+        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if err.response["Error"]["Code"] in codes or status == 404:
+            return True
+        raise
+    return False
+
+
+# --- out-of-band access, one class per kind ------------------------------------
+
+
+class OutOfBand:
+    """What a test does to a resource behind the provider's back, by engine name."""
+
+    def exists(self, name: str) -> bool: ...
+    def tags(self, name: str) -> dict[str, str]: ...
+    def live(self, name: str) -> dict[str, Any]: ...
+    def tamper(self, name: str) -> None: ...
+    def destroy(self, name: str) -> None: ...
+    def foreign(self, name: str) -> None: ...
+    def fill(self, name: str) -> None: ...
+    def filled(self, name: str) -> bool: ...
+
+    def cleanup(self, name: str) -> None:
+        if self.exists(name):
+            self.destroy(name)
+
+
+class BucketOutOfBand(OutOfBand):
+    def __init__(self, endpoint: str = AWS_ENDPOINT, key: str = "out-of-band", secret: str = "out-of-band"):
+        self.s3 = aws("s3", endpoint, key, secret)
+
+    def exists(self, name):
+        return not gone(lambda: self.s3.head_bucket(Bucket=name), "NoSuchBucket")
+
+    def tags(self, name):
+        try:
+            return {t["Key"]: t["Value"] for t in self.s3.get_bucket_tagging(Bucket=name)["TagSet"]}
+        except ClientError:
+            return {}
+
+    def live(self, name):
+        user = {k: v for k, v in self.tags(name).items() if not k.startswith("devstack-") and k != "managed-by"}
+        return {"versioning": self.s3.get_bucket_versioning(Bucket=name).get("Status") == "Enabled", "tags": user}
+
+    def tamper(self, name):
+        tags = {**self.tags(name), "team": "tampered"}
+        self.s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]})
+
+    def destroy(self, name):
+        for page in self.s3.get_paginator("list_object_versions").paginate(Bucket=name):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                self.s3.delete_object(Bucket=name, Key=v["Key"], VersionId=v["VersionId"])
+        self.s3.delete_bucket(Bucket=name)
+
+    def foreign(self, name):
+        self.s3.create_bucket(Bucket=name)
+
+    def fill(self, name):
+        # Two versions, a delete marker and another object: a purge must remove them all.
+        self.s3.put_object(Bucket=name, Key="a.txt", Body=b"one")
+        self.s3.put_object(Bucket=name, Key="a.txt", Body=b"two")
+        self.s3.delete_object(Bucket=name, Key="a.txt")
+        self.s3.put_object(Bucket=name, Key="b.txt", Body=b"three")
+
+    def filled(self, name):
+        page = self.s3.list_object_versions(Bucket=name)
+        return len(page.get("Versions", [])) + len(page.get("DeleteMarkers", [])) >= 4
+
+
+class QueueOutOfBand(OutOfBand):
+    sqs = aws("sqs")
+
+    def url(self, name):
+        return self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+
+    def exists(self, name):
+        return not gone(lambda: self.url(name), "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+
+    def tags(self, name):
+        return self.sqs.list_queue_tags(QueueUrl=self.url(name)).get("Tags", {})
+
+    def attributes(self, name):
+        return self.sqs.get_queue_attributes(QueueUrl=self.url(name), AttributeNames=["All"])["Attributes"]
+
+    def live(self, name):
+        live = self.attributes(name)
+        return {"visibility_timeout": int(live["VisibilityTimeout"]), "delay_seconds": int(live["DelaySeconds"])}
+
+    def tamper(self, name):
+        self.sqs.set_queue_attributes(QueueUrl=self.url(name), Attributes={"VisibilityTimeout": "99"})
+
+    def destroy(self, name):
+        self.sqs.delete_queue(QueueUrl=self.url(name))
+
+    def foreign(self, name):
+        self.sqs.create_queue(QueueName=name)
+
+    def fill(self, name):
+        self.sqs.send_message(QueueUrl=self.url(name), MessageBody="kept")
+
+    def filled(self, name):
+        return int(self.attributes(name)["ApproximateNumberOfMessages"]) == 1
+
+
+class TopicOutOfBand(OutOfBand):
+    sns = aws("sns")
+
+    def arn(self, name):
+        account = aws("sts").get_caller_identity()["Account"]
+        return f"arn:aws:sns:{REGION}:{account}:{name}"
+
+    def exists(self, name):
+        return not gone(lambda: self.sns.get_topic_attributes(TopicArn=self.arn(name)), "NotFound")
+
+    def tags(self, name):
+        return {t["Key"]: t["Value"] for t in self.sns.list_tags_for_resource(ResourceArn=self.arn(name))["Tags"]}
+
+    def live(self, name):
+        return {"display_name": self.sns.get_topic_attributes(TopicArn=self.arn(name))["Attributes"].get("DisplayName", "")}
+
+    def tamper(self, name):
+        self.sns.set_topic_attributes(TopicArn=self.arn(name), AttributeName="DisplayName", AttributeValue="tampered")
+
+    def destroy(self, name):
+        self.sns.delete_topic(TopicArn=self.arn(name))
+
+    def foreign(self, name):
+        self.sns.create_topic(Name=name)
+
+    def fill(self, name):
+        queue = aws("sqs").create_queue(QueueName=f"{name}-subscriber")["QueueUrl"]
+        arn = aws("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.sns.subscribe(TopicArn=self.arn(name), Protocol="sqs", Endpoint=arn)
+
+    def filled(self, name):
+        return len(self.sns.list_subscriptions_by_topic(TopicArn=self.arn(name))["Subscriptions"]) == 1
+
+    def cleanup(self, name):
+        super().cleanup(name)
+        QueueOutOfBand().cleanup(f"{name}-subscriber")
+
+
+class StreamOutOfBand(OutOfBand):
+    kinesis = aws("kinesis")
+
+    def exists(self, name):
+        return not gone(lambda: self.kinesis.describe_stream_summary(StreamName=name), "ResourceNotFoundException")
+
+    def tags(self, name):
+        return {t["Key"]: t["Value"] for t in self.kinesis.list_tags_for_stream(StreamName=name)["Tags"]}
+
+    def live(self, name):
+        summary = self.kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+        return {"shard_count": summary["OpenShardCount"], "retention_hours": summary["RetentionPeriodHours"]}
+
+    def tamper(self, name):
+        self.kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=72)
+
+    def destroy(self, name):
+        self.kinesis.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+
+    def foreign(self, name):
+        self.kinesis.create_stream(StreamName=name, ShardCount=1)
+
+    def fill(self, name):
+        self.kinesis.put_record(StreamName=name, Data=b"kept", PartitionKey="k")
+
+    def filled(self, name):
+        shard = self.kinesis.list_shards(StreamName=name)["Shards"][0]["ShardId"]
+        iterator = self.kinesis.get_shard_iterator(StreamName=name, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        return len(self.kinesis.get_records(ShardIterator=iterator["ShardIterator"])["Records"]) == 1
+
+
+class TableOutOfBand(OutOfBand):
+    ddb = aws("dynamodb")
+
+    def exists(self, name):
+        return not gone(lambda: self.ddb.describe_table(TableName=name), "ResourceNotFoundException")
+
+    def tags(self, name):
+        arn = self.ddb.describe_table(TableName=name)["Table"]["TableArn"]
+        return {t["Key"]: t["Value"] for t in self.ddb.list_tags_of_resource(ResourceArn=arn)["Tags"]}
+
+    def live(self, name):
+        table = self.ddb.describe_table(TableName=name)["Table"]
+        ttl = self.ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        return {"billing_mode": table["BillingModeSummary"]["BillingMode"],
+                "read_capacity": table["ProvisionedThroughput"]["ReadCapacityUnits"],
+                "ttl_attribute": ttl.get("AttributeName") if ttl["TimeToLiveStatus"] == "ENABLED" else None}
+
+    def tamper(self, name):
+        self.ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "tampered"})
+
+    def destroy(self, name):
+        self.ddb.delete_table(TableName=name)
+
+    def foreign(self, name):
+        self.ddb.create_table(TableName=name, KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                              AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                              BillingMode="PAY_PER_REQUEST")
+
+    def fill(self, name):
+        self.ddb.put_item(TableName=name, Item={"id": {"S": "kept"}})
+
+    def filled(self, name):
+        return "Item" in self.ddb.get_item(TableName=name, Key={"id": {"S": "kept"}})
+
+
+# --- the contract -------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One kind as the contract tests exercise it."""
+
+    kind: type[KindProvider]
+    instance: str
+    oob: OutOfBand
+    params: dict[str, Any]                # as written in devstack.yaml
+    update: dict[str, Any]                # an in-place change, merged into params
+    updated: dict[str, Any]               # what oob.live() reads after it
+    tampered: dict[str, Any]              # params read() reports after oob.tamper()
+    replace: dict[str, Any] | None = None  # a create-only change, merged into params ...
+    replaces: tuple[str, ...] = ()          # ... and the params diff must then report as replaced
+    bad: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # params -> failing field
+    name: str = "data"
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind.engine}-{self.kind.kind}"
+
+
+LOCALSTACK_CASES = [
+    Case(LocalstackBucket, "aws", BucketOutOfBand(),
+         params={"versioning": True, "tags": {"team": "a"}},
+         update={"versioning": False, "tags": {"team": "b"}},
+         updated={"versioning": False, "tags": {"team": "b"}},
+         tampered={"tags": {"team": "tampered"}},
+         replace={"objectLock": True}, replaces=("params.object_lock",),
+         bad=[({"versioning": "sometimes"}, "params.versioning"), ({"tags": {"managed-by": "me"}}, "params.tags"),
+              ({"objectLock": True}, "params.versioning"), ({"color": "red"}, "params.color")]),
+    Case(Queue, "aws", QueueOutOfBand(),
+         params={"visibilityTimeout": 45},
+         update={"visibilityTimeout": 60, "delaySeconds": 5},
+         updated={"visibility_timeout": 60, "delay_seconds": 5},
+         tampered={"visibility_timeout": 99},
+         replace={"fifo": True}, replaces=("params.fifo",),
+         bad=[({"visibilityTimeout": -1}, "params.visibilityTimeout"), ({"delaySeconds": 901}, "params.delaySeconds"),
+              ({"fifo": True}, "params.fifo"), ({"contentBasedDeduplication": True}, "params.contentBasedDeduplication")]),
+    Case(Topic, "aws", TopicOutOfBand(),
+         params={"displayName": "Orders"},
+         update={"displayName": "Orders v2"},
+         updated={"display_name": "Orders v2"},
+         tampered={"display_name": "tampered"},
+         replace={"fifo": True}, replaces=("params.fifo",),
+         bad=[({"displayName": "x" * 101}, "params.displayName"), ({"fifo": True}, "params.fifo")]),
+    Case(Stream, "aws", StreamOutOfBand(),
+         params={"shardCount": 1},
+         update={"shardCount": 2, "retentionHours": 48},
+         updated={"shard_count": 2, "retention_hours": 48},
+         tampered={"retention_hours": 72},
+         bad=[({"shardCount": 0}, "params.shardCount"), ({"retentionHours": 12}, "params.retentionHours")]),
+    Case(Table, "aws", TableOutOfBand(),
+         params={"hashKey": {"name": "id", "type": "S"}},
+         update={"billingMode": "PROVISIONED", "readCapacity": 2, "writeCapacity": 3, "ttlAttribute": "expires"},
+         updated={"billing_mode": "PROVISIONED", "read_capacity": 2, "ttl_attribute": "expires"},
+         tampered={"ttl_attribute": "tampered"},
+         replace={"hashKey": {"name": "pk", "type": "N"}}, replaces=("params.hash_key",),
+         bad=[({}, "params.hashKey"), ({"hashKey": {"name": "id", "type": "X"}}, "params.hashKey.type"),
+              ({"hashKey": "id", "billingMode": "PROVISIONED"}, "params.readCapacity"),
+              ({"hashKey": "id", "readCapacity": 2}, "params.readCapacity"),
+              ({"hashKey": "id", "rangeKey": "id"}, "params.rangeKey")]),
+]
+
+
+class KindContract:
+    """Contract tests every kind passes on its real engine; subclasses provide the `case` fixture."""
+
+    @pytest.fixture
+    def kit(self, case: Case, configure, owner):
+        """(provider, owner, engine name); whatever the test leaves in the engine is removed after it."""
+        name = case.kind.engine_name(case.name, owner)
+        yield configure(case.kind()), owner, name
+        case.oob.cleanup(name)
+
+    @staticmethod
+    def inputs(provider: KindProvider, case: Case, owner: str, params: dict | None = None, **policy) -> dict:
+        """Resource inputs after check(), exactly as Pulumi passes them to create/diff/update."""
+        raw = props(case.kind.engine, case.instance, case.kind.kind, case.name, owner,
+                    case.params if params is None else params, **policy)
+        result = provider.check({}, raw)
+        assert result.failures == [], [(f.property, f.reason) for f in result.failures]
+        return result.inputs
+
+    def test_create_then_create_again_adopts_without_change(self, case, kit):
+        provider, owner, name = kit
+        first = provider.create(self.inputs(provider, case, owner))
+        second = provider.create(self.inputs(provider, case, owner))  # run twice: adopted, nothing new
+        assert first.id == second.id == f"{case.kind.engine}/{case.instance}/{case.kind.kind}/{case.name}@{owner}"
+        assert {k: first.outs[k] for k in case.kind.attributes} == {k: second.outs[k] for k in case.kind.attributes}
+        assert all(first.outs[k] not in (None, "") for k in case.kind.attributes)
+        tags = case.oob.tags(name)
+        assert (tags["managed-by"], tags["devstack-owner"], tags["devstack-stack"]) == ("devstack", owner, "test")
+        # A read right after create reports no drift: the next diff is empty.
+        read = provider.read(first.id, first.outs)
+        assert provider.diff(first.id, read.outs, self.inputs(provider, case, owner)).changes is False
+
+    def test_update_in_place(self, case, kit):
+        provider, owner, name = kit
+        outs = provider.create(self.inputs(provider, case, owner)).outs
+        changed = self.inputs(provider, case, owner, {**case.params, **case.update})
+        diff = provider.diff("id", outs, changed)
+        assert (diff.changes, diff.replaces) == (True, [])
+        outs = provider.update("id", outs, changed).outs
+        assert {k: case.oob.live(name)[k] for k in case.updated} == case.updated
+        assert provider.diff("id", provider.read("id", outs).outs, changed).changes is False
+
+    def test_create_only_and_identity_changes_replace(self, case, kit):
+        provider, owner, _ = kit
+        outs = provider.create(self.inputs(provider, case, owner)).outs
+        renamed = {**self.inputs(provider, case, owner), "name": "other"}
+        assert provider.diff("id", outs, renamed).replaces == ["name"]
+        if case.replace is None:
+            return  # every param of this kind changes in place
+        # diff is pure and sees params only: the cross-field rules of check() do not matter here.
+        spec = case.kind.Spec.model_validate({**case.params, **case.replace})
+        replaced = {**self.inputs(provider, case, owner), "params": spec.model_dump(mode="json")}
+        diff = provider.diff("id", outs, replaced)
+        assert (diff.replaces, diff.delete_before_replace) == (list(case.replaces), True)
+
+    def test_read_detects_drift_and_disappearance(self, case, kit):
+        provider, owner, name = kit
+        inputs = self.inputs(provider, case, owner)
+        outs = provider.create(inputs).outs
+        case.oob.tamper(name)
+        read = provider.read("id", outs)
+        assert {k: read.outs["params"][k] for k in case.tampered} == case.tampered
+        assert provider.diff("id", read.outs, inputs).changes is True
+        # The next up repairs it in place.
+        provider.update("id", read.outs, inputs)
+        assert provider.diff("id", provider.read("id", outs).outs, inputs).changes is False
+        case.oob.destroy(name)
+        assert provider.read("id", outs).id == ""
+
+    def test_retained_delete_keeps_data_and_purged_delete_drops(self, case, kit):
+        provider, owner, name = kit
+        outs = provider.create(self.inputs(provider, case, owner)).outs
+        case.oob.fill(name)
+        provider.delete("id", outs)  # purge not asked for
+        assert case.oob.exists(name) and case.oob.filled(name)
+        provider.delete("id", {**outs, "purge": True})
+        assert not case.oob.exists(name)
+        provider.delete("id", {**outs, "purge": True})  # already gone is fine
+
+    def test_resource_of_another_project_is_a_conflict_and_untouched(self, case, kit):
+        provider, owner, name = kit
+        outs = provider.create(self.inputs(provider, case, owner)).outs
+        # Project `<owner>-data` names its declaration after itself: the same engine name.
+        other = owner + "-" + case.name
+        intruder = {**self.inputs(provider, case, other), "name": other}
+        assert case.kind.engine_name(other, other) == name
+        with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
+            provider.create(intruder)
+        with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
+            provider.delete("id", {**intruder, "purge": True})
+        assert case.oob.tags(name)["devstack-owner"] == owner
+        assert provider.read("id", outs).id != ""
+
+    def test_foreign_resource_is_a_conflict_and_untouched(self, case, kit):
+        provider, owner, name = kit
+        case.oob.foreign(name)
+        with pytest.raises(Conflict, match="something devstack does not manage"):
+            provider.create(self.inputs(provider, case, owner))
+        assert "managed-by" not in case.oob.tags(name)
+
+    def test_bad_params_and_names_fail_check_naming_the_field(self, case, configure, owner):
+        provider = configure(case.kind())
+        for params, failing in case.bad:
+            raw = props(case.kind.engine, case.instance, case.kind.kind, case.name, owner, params)
+            fields = [f.property for f in provider.check({}, raw).failures]
+            assert failing in fields, (params, fields)
+        raw = props(case.kind.engine, case.instance, case.kind.kind, "Bad Name!", owner, case.params)
+        failures = provider.check({}, raw).failures
+        assert [f.property for f in failures] == ["name"] and "names" in failures[0].reason
+        with pytest.raises(InvalidSpec):
+            provider.create(raw)
+
+    def test_engine_down_names_engine_address_and_fix(self, case, configure, owner):
+        provider = configure(case.kind())
+        provider._instances[case.instance] = provider._instances[case.instance].model_copy(update={"port": 1})
+        pattern = rf"{case.kind.engine} instance '{case.instance}' at 127\.0\.0\.1:1.*tools\.engines start {case.kind.engine}"
+        with pytest.raises(EngineUnavailable, match=pattern):
+            provider.create(self.inputs(provider, case, owner))
+
+
+class TestLocalstackKinds(KindContract):
+    @pytest.fixture(params=LOCALSTACK_CASES, ids=lambda case: case.id)
+    def case(self, request) -> Case:
+        return request.param
+
+
+# --- kind-specific behaviour -----------------------------------------------------
+
+
+@pytest.fixture
+def provider_for(configure):
+    return lambda cls: configure(cls())
+
+
+def checked(provider: KindProvider, name: str, owner: str, params: dict, **policy) -> dict:
+    raw = props(provider.engine, "aws", provider.kind, name, owner, params, **policy)
+    result = provider.check({}, raw)
+    assert result.failures == [], [(f.property, f.reason) for f in result.failures]
+    return result.inputs
+
+
+def test_fifo_queue_keeps_its_suffix_and_updates_deduplication_in_place(provider_for, owner):
+    queue, oob = provider_for(Queue), QueueOutOfBand()
+    name = f"{owner}-jobs.fifo"
+    try:
+        outs = queue.create(checked(queue, "jobs.fifo", owner, {"fifo": True})).outs
+        assert outs["queue"] == name and outs["queueUrl"].endswith("/" + name)
+        assert oob.attributes(name)["FifoQueue"] == "true"
+        changed = checked(queue, "jobs.fifo", owner, {"fifo": True, "contentBasedDeduplication": True})
+        assert queue.diff("id", outs, changed).replaces == []
+        queue.update("id", outs, changed)
+        assert oob.attributes(name)["ContentBasedDeduplication"] == "true"
+    finally:
+        oob.cleanup(name)
+
+
+def test_fifo_flag_and_name_must_agree(provider_for, owner):
+    queue, topic = provider_for(Queue), provider_for(Topic)
+    for provider in (queue, topic):
+        named_fifo = props("localstack", "aws", provider.kind, "jobs.fifo", owner, {})
+        assert [f.property for f in provider.check({}, named_fifo).failures] == ["params.fifo"]
+        flagged = props("localstack", "aws", provider.kind, "jobs", owner, {"fifo": True})
+        failure = provider.check({}, flagged).failures[0]
+        assert failure.property == "params.fifo" and "must end in '.fifo'" in failure.reason
+
+
+def test_fifo_topic_is_created_as_fifo(provider_for, owner):
+    topic, oob = provider_for(Topic), TopicOutOfBand()
+    name = f"{owner}-events.fifo"
+    try:
+        outs = topic.create(checked(topic, "events.fifo", owner, {"fifo": True})).outs
+        assert outs["topicArn"].endswith(":" + name)
+        assert oob.sns.get_topic_attributes(TopicArn=outs["topicArn"])["Attributes"]["FifoTopic"] == "true"
+    finally:
+        oob.cleanup(name)
+
+
+@pytest.mark.parametrize("kind, name, rule", [
+    pytest.param(Queue, "x" * 80, "1-80 characters", id="sqs-length"),
+    pytest.param(Queue, "a.b", "letters, digits, '-' and '_'", id="sqs-dot"),
+    pytest.param(Topic, "x" * 256, "1-256 characters", id="sns-length"),
+    pytest.param(Topic, "a b", "letters, digits, '-' and '_'", id="sns-space"),
+    pytest.param(Stream, "x" * 128, "1-128 characters", id="kinesis-length"),
+    pytest.param(Stream, "a/b", "letters, digits, '_', '-' and '.'", id="kinesis-slash"),
+    pytest.param(Table, "x" * 255, "3-255 characters", id="dynamodb-length"),
+    pytest.param(Table, "a:b", "letters, digits, '_', '-' and '.'", id="dynamodb-colon"),
+])
+def test_engine_names_follow_each_service_rules(kind, name, rule, owner):
+    with pytest.raises(InvalidSpec, match=rule.replace(".", r"\.").replace("(", r"\(")):
+        kind.engine_name(name, owner)
+    assert kind.engine_name("ok", owner) == f"{owner}-ok"
+    assert kind.engine_name(owner, owner) == owner
+
+
+def test_table_key_shorthand_and_range_key(provider_for, owner):
+    table, oob = provider_for(Table), TableOutOfBand()
+    name = f"{owner}-events"
+    try:
+        inputs = checked(table, "events", owner, {"hashKey": "pk", "rangeKey": {"name": "at", "type": "N"}})
+        outs = table.create(inputs).outs
+        schema = oob.ddb.describe_table(TableName=name)["Table"]["KeySchema"]
+        assert schema == [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "at", "KeyType": "RANGE"}]
+        assert table.diff("id", table.read("id", outs).outs, inputs).changes is False
+        dropped_range = checked(table, "events", owner, {"hashKey": "pk"})
+        assert table.diff("id", outs, dropped_range).replaces == ["params.range_key"]
+    finally:
+        oob.cleanup(name)
+
+
+def test_bucket_adoption_refuses_a_different_object_lock(provider_for, owner):
+    bucket, oob = provider_for(LocalstackBucket), BucketOutOfBand()
+    name = f"{owner}-locked"
+    try:
+        outs = bucket.create(checked(bucket, "locked", owner, {"versioning": True, "objectLock": True})).outs
+        with pytest.raises(Exception, match="object lock is on"):
+            bucket.create(checked(bucket, "locked", owner, {"versioning": True}))
+        oob.s3.put_object(Bucket=name, Key="k", Body=b"v")
+        bucket.delete("id", {**outs, "purge": True})  # locked buckets (no retention set) still purge
+        assert not oob.exists(name)
+    finally:
+        oob.cleanup(name)

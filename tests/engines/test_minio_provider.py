@@ -1,0 +1,417 @@
+"""The minio kinds (bucket, lifecycle, access_key) against the real MinIO server.
+
+MinIO must run at 127.0.0.1:49000 (`python -m tools.engines start minio`);
+when it does not, every test here FAILS saying so, never skips. Buckets run
+the same `KindContract` as LocalStack's; lifecycle rules and access keys
+are tested here, tenant isolation on MinIO itself: project A's key can
+neither list, read nor write project B's bucket.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from botocore.exceptions import ClientError
+from minio.credentials import StaticProvider
+from minio.error import MinioAdminException
+from minio.minioadmin import MinioAdmin
+
+from providers.errors import Conflict, NotFound
+from providers.minio import AccessKey, MinioBucket, MinioLifecycle
+from tests.engines.conftest import props
+from tests.engines.test_localstack_provider import BucketOutOfBand, Case, KindContract, aws, require_server
+
+MINIO = "127.0.0.1:49000"
+ENDPOINT = f"http://{MINIO}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def minio_running():
+    require_server(f"{ENDPOINT}/minio/health/live", "MinIO (instance 'objects')", "minio")
+
+
+@pytest.fixture
+def oob(admin) -> BucketOutOfBand:
+    return BucketOutOfBand(ENDPOINT, admin["minio"].user, admin["minio"].password)
+
+
+@pytest.fixture
+def minio_admin(admin) -> MinioAdmin:
+    return MinioAdmin(endpoint=MINIO, credentials=StaticProvider(admin["minio"].user, admin["minio"].password), secure=False)
+
+
+class TestMinioBucket(KindContract):
+    @pytest.fixture
+    def case(self, oob) -> Case:
+        return Case(MinioBucket, "objects", oob,
+                    params={"versioning": True, "tags": {"team": "a"}},
+                    update={"versioning": False, "tags": {"team": "b"}},
+                    updated={"versioning": False, "tags": {"team": "b"}},
+                    tampered={"tags": {"team": "tampered"}},
+                    replace={"objectLock": True}, replaces=("params.object_lock",),
+                    bad=[({"versioning": "sometimes"}, "params.versioning"), ({"tags": {"devstack-owner": "x"}}, "params.tags"),
+                         ({"objectLock": True}, "params.versioning"), ({"region": "eu"}, "params.region")])
+
+
+@pytest.mark.parametrize("name, owner, rule", [
+    pytest.param("Data", "shop", "lowercase letters, digits", id="uppercase"),
+    pytest.param("a..b", "shop", "must not contain '..'", id="double-dot"),
+    pytest.param("x" * 60, "shop", "3-63 characters", id="too-long"),
+    pytest.param("ab", "ab", "3-63 characters", id="too-short"),
+    pytest.param("data-", "shop", "begin and end with a letter or digit", id="trailing-hyphen"),
+    pytest.param("10.0.0.1", "10.0.0.1", "IP address", id="ip-address"),
+    pytest.param("my_data", "shop", "lowercase letters, digits", id="underscore"),
+    pytest.param("logs.2024", "shop", None, id="valid-with-dot"),
+])
+def test_bucket_names_follow_s3_rules(configure, name, owner, rule):
+    provider = configure(MinioBucket())
+    failures = provider.check({}, props("minio", "objects", "bucket", name, owner)).failures
+    if rule is None:
+        assert failures == []
+    else:
+        assert [f.property for f in failures] == ["name"] and rule in failures[0].reason
+
+
+def test_bucket_names_are_owner_prefixed():
+    assert MinioBucket.engine_name("data", "shop") == "shop-data"
+    assert MinioBucket.engine_name("shop", "shop") == "shop"
+
+
+# --- lifecycle ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def buckets(configure, owner, oob):
+    """Create a project's buckets by declaration name; all of them are removed after the test."""
+    made: list[str] = []
+
+    def make(name: str = "data", project: str | None = None) -> dict:
+        provider = configure(MinioBucket())
+        outs = provider.create(provider.check({}, props("minio", "objects", "bucket", name, project or owner)).inputs).outs
+        made.append(outs["bucket"])
+        return outs
+
+    yield make
+    for bucket in made:
+        oob.cleanup(bucket)
+
+
+def lifecycle_inputs(provider, owner: str, name: str = "expire", **params) -> dict:
+    result = provider.check({}, props("minio", "objects", "lifecycle", name, owner,
+                                      {"bucket": "data", "expireDays": 7, "prefix": "tmp/", **params}))
+    assert result.failures == [], [(f.property, f.reason) for f in result.failures]
+    return result.inputs
+
+
+def rules(oob: BucketOutOfBand, bucket: str) -> dict[str, dict]:
+    try:
+        return {r["ID"]: r for r in oob.s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]}
+    except ClientError:
+        return {}
+
+
+def put_foreign_rule(oob: BucketOutOfBand, bucket: str) -> None:
+    foreign = {"ID": "keep-me", "Status": "Enabled", "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 90}}
+    oob.s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [foreign]})
+
+
+def test_lifecycle_create_then_create_again_adopts(configure, owner, buckets, oob):
+    bucket = buckets()["bucket"]
+    lifecycle = configure(MinioLifecycle())
+    first = lifecycle.create(lifecycle_inputs(lifecycle, owner))
+    second = lifecycle.create(lifecycle_inputs(lifecycle, owner))
+    rule = f"devstack:{owner}:expire"
+    assert (first.outs["bucket"], first.outs["rule"]) == (second.outs["bucket"], second.outs["rule"]) == (bucket, rule)
+    assert list(rules(oob, bucket)) == [rule]
+    assert rules(oob, bucket)[rule]["Expiration"] == {"Days": 7}
+    assert rules(oob, bucket)[rule]["Filter"] == {"Prefix": "tmp/"}
+    assert lifecycle.diff("id", lifecycle.read("id", first.outs).outs, lifecycle_inputs(lifecycle, owner)).changes is False
+
+
+def test_lifecycle_updates_in_place_and_keeps_other_rules(configure, owner, buckets, oob):
+    bucket = buckets()["bucket"]
+    put_foreign_rule(oob, bucket)
+    lifecycle = configure(MinioLifecycle())
+    outs = lifecycle.create(lifecycle_inputs(lifecycle, owner)).outs
+    changed = lifecycle_inputs(lifecycle, owner, expireDays=30, prefix="cache/")
+    assert (lifecycle.diff("id", outs, changed).replaces, lifecycle.diff("id", outs, changed).changes) == ([], True)
+    lifecycle.update("id", outs, changed)
+    live = rules(oob, bucket)
+    assert live[f"devstack:{owner}:expire"]["Expiration"] == {"Days": 30}
+    assert live[f"devstack:{owner}:expire"]["Filter"] == {"Prefix": "cache/"}
+    assert live["keep-me"]["Expiration"] == {"Days": 90}
+    # Moving the rule to another bucket, or renaming it, replaces it.
+    assert lifecycle.diff("id", outs, lifecycle_inputs(lifecycle, owner, bucket="other")).replaces == ["params.bucket"]
+    assert lifecycle.diff("id", outs, {**changed, "name": "other"}).replaces == ["name"]
+
+
+def test_replacement_on_another_bucket_moves_the_retained_rule(configure, owner, buckets, oob):
+    """Replacing after `bucket` changed skips the delete (retained); the new rule must not be doubled."""
+    first, second = buckets("data")["bucket"], buckets("other")["bucket"]
+    lifecycle = configure(MinioLifecycle())
+    lifecycle.create(lifecycle_inputs(lifecycle, owner))
+    outs = lifecycle.create(lifecycle_inputs(lifecycle, owner, bucket="other")).outs
+    assert outs["bucket"] == second
+    assert (list(rules(oob, first)), list(rules(oob, second))) == ([], [outs["rule"]])
+
+
+def test_two_rules_on_one_bucket_applied_at_once_both_land(configure, owner, buckets, oob):
+    bucket = buckets()["bucket"]
+    lifecycle = configure(MinioLifecycle())
+    names = [f"rule{i}" for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:  # Pulumi's provider runs 4 workers
+        list(pool.map(lambda n: lifecycle.create(lifecycle_inputs(lifecycle, owner, name=n)), names))
+    assert sorted(rules(oob, bucket)) == sorted(f"devstack:{owner}:{n}" for n in names)
+
+
+def test_lifecycle_drift_and_disappearance(configure, owner, buckets, oob):
+    bucket = buckets()["bucket"]
+    lifecycle = configure(MinioLifecycle())
+    inputs = lifecycle_inputs(lifecycle, owner)
+    outs = lifecycle.create(inputs).outs
+    tampered = {**rules(oob, bucket)[outs["rule"]], "Expiration": {"Days": 1}, "Status": "Disabled"}
+    oob.s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [tampered]})
+    read = lifecycle.read("id", outs)
+    assert (read.outs["params"]["expire_days"], read.outs["params"]["enabled"]) == (1, False)
+    assert lifecycle.diff("id", read.outs, inputs).changes is True
+    lifecycle.update("id", read.outs, inputs)
+    assert rules(oob, bucket)[outs["rule"]]["Expiration"] == {"Days": 7}
+    oob.s3.delete_bucket_lifecycle(Bucket=bucket)
+    assert lifecycle.read("id", outs).id == ""
+
+
+def test_lifecycle_retained_then_purged_delete_leaves_bucket_and_other_rules(configure, owner, buckets, oob):
+    bucket = buckets()["bucket"]
+    put_foreign_rule(oob, bucket)
+    lifecycle = configure(MinioLifecycle())
+    outs = lifecycle.create(lifecycle_inputs(lifecycle, owner)).outs
+    lifecycle.delete("id", outs)
+    assert outs["rule"] in rules(oob, bucket)
+    lifecycle.delete("id", {**outs, "purge": True})
+    assert list(rules(oob, bucket)) == ["keep-me"] and oob.exists(bucket)
+    lifecycle.delete("id", {**outs, "purge": True})  # already gone is fine
+
+
+def test_lifecycle_on_a_bucket_of_another_project_is_a_conflict(configure, owner, buckets, oob):
+    # Project `<owner>-x` declares bucket "b": `<owner>-x-b`, which is project <owner>'s bucket "x-b".
+    theirs = buckets("x-b")["bucket"]
+    lifecycle = configure(MinioLifecycle())
+    with pytest.raises(Conflict, match=f"bucket '{theirs}' belongs to project '{owner}'"):
+        lifecycle.create(lifecycle_inputs(lifecycle, f"{owner}-x", bucket="b"))
+    assert rules(oob, theirs) == {}
+
+
+def test_lifecycle_on_a_foreign_or_missing_bucket_fails_clearly(configure, owner, oob):
+    lifecycle = configure(MinioLifecycle())
+    with pytest.raises(NotFound, match=f"bucket '{owner}-data' does not exist"):
+        lifecycle.create(lifecycle_inputs(lifecycle, owner))
+    oob.foreign(f"{owner}-data")
+    try:
+        with pytest.raises(Conflict, match="something devstack does not manage"):
+            lifecycle.create(lifecycle_inputs(lifecycle, owner))
+        assert rules(oob, f"{owner}-data") == {}
+    finally:
+        oob.cleanup(f"{owner}-data")
+
+
+@pytest.mark.parametrize("params, field", [
+    pytest.param({"bucket": "data", "expireDays": 0}, "params.expireDays", id="zero-days"),
+    pytest.param({"expireDays": 3}, "params.bucket", id="no-bucket"),
+    pytest.param({"bucket": "Data", "expireDays": 3}, "params.bucket", id="bucket-not-s3"),
+    pytest.param({"bucket": "data", "expireDays": 3, "days": 3}, "params.days", id="unknown"),
+])
+def test_lifecycle_bad_params_fail_check(configure, owner, params, field):
+    lifecycle = configure(MinioLifecycle())
+    failures = lifecycle.check({}, props("minio", "objects", "lifecycle", "expire", owner, params)).failures
+    assert field in [f.property for f in failures]
+
+
+# --- access keys -------------------------------------------------------------------
+
+
+@pytest.fixture
+def keys(configure, owner, minio_admin):
+    """Create access keys; their users and policies are removed after the test."""
+    made: list[str] = []
+
+    def make(name: str | None = None, project: str | None = None, **policy) -> tuple[AccessKey, dict]:
+        provider = configure(AccessKey())
+        project = project or owner
+        inputs = provider.check({}, props("minio", "objects", "access_key", name or project, project,
+                                          policy.pop("params", {}), **policy)).inputs
+        made.append(AccessKey.engine_name(name or project, project))
+        return provider, provider.create(inputs).outs
+
+    yield make
+    for key in made:
+        for call in (lambda: minio_admin.user_remove(key), lambda: minio_admin.policy_remove(f"devstack-{key}")):
+            try:
+                call()
+            except MinioAdminException:
+                pass
+
+
+def as_key(outs: dict):
+    return aws("s3", ENDPOINT, outs["accessKey"], outs["secretKey"])
+
+
+def denied(call) -> bool:
+    try:
+        call()
+    except ClientError as err:
+        return err.response["Error"]["Code"] in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")
+    return False
+
+
+def test_access_key_create_then_create_again_adopts(owner, buckets, keys, minio_admin):
+    bucket = buckets()["bucket"]
+    provider, first = keys()
+    _, second = keys()  # run twice: same user, same predictable secret
+    assert (first["accessKey"], first["policy"]) == (owner, f"devstack-{owner}")
+    assert first["secretKey"] == second["secretKey"] and AccessKey.secret_outputs == ("secretKey",)
+    info = json.loads(minio_admin.user_info(owner))
+    assert (info["policyName"], info["status"]) == (f"devstack-{owner}", "enabled")
+    assert json.loads(json.loads(minio_admin.policy_info(f"devstack-{owner}"))["ID"])["owner"] == owner
+    client = as_key(first)
+    client.put_object(Bucket=bucket, Key="k", Body=b"v")
+    assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    inputs = provider.check({}, props("minio", "objects", "access_key", owner, owner)).inputs
+    assert provider.diff("id", provider.read("id", first).outs, inputs).changes is False
+
+
+def test_tenant_isolation_a_key_reaches_only_its_own_project(owner, buckets, keys, oob):
+    other = f"{owner}b"
+    mine, theirs = buckets("data")["bucket"], buckets("data", project=other)["bucket"]
+    oob.s3.put_object(Bucket=theirs, Key="secret.txt", Body=b"B's data")
+    _, a = keys(credentials="generated")
+    _, b = keys(project=other, credentials="generated")
+    client = as_key(a)
+    assert [x["Name"] for x in client.list_buckets()["Buckets"]] == [mine]
+    assert denied(lambda: client.list_objects_v2(Bucket=theirs))
+    assert denied(lambda: client.get_object(Bucket=theirs, Key="secret.txt"))
+    assert denied(lambda: client.put_object(Bucket=theirs, Key="planted.txt", Body=b"x"))
+    assert denied(lambda: client.delete_object(Bucket=theirs, Key="secret.txt"))
+    assert [o["Key"] for o in oob.s3.list_objects_v2(Bucket=theirs)["Contents"]] == ["secret.txt"]
+    # ... and B's key is as confined, while both use their own bucket freely.
+    assert denied(lambda: as_key(b).list_objects_v2(Bucket=mine))
+    as_key(b).put_object(Bucket=theirs, Key="own.txt", Body=b"ok")
+    client.put_object(Bucket=mine, Key="own.txt", Body=b"ok")
+    # Bucket management stays with devstack: no re-tagging (the marker) or deleting.
+    assert denied(lambda: client.put_bucket_tagging(Bucket=mine, Tagging={"TagSet": []}))
+    assert denied(lambda: client.delete_bucket(Bucket=mine))
+    assert denied(lambda: client.create_bucket(Bucket=f"{owner}-sneaky"))
+
+
+def test_rotation_changes_the_secret_in_place(owner, buckets, keys):
+    buckets()
+    provider, outs = keys(credentials="generated")
+    same = provider.check({}, props("minio", "objects", "access_key", owner, owner, {}, credentials="generated", purge=True)).inputs
+    kept = provider.update("id", outs, same).outs  # an unrelated change keeps the generated secret
+    assert kept["secretKey"] == outs["secretKey"]
+    rotated_inputs = {**same, "params": {"rotation": 1}}
+    assert (provider.diff("id", kept, rotated_inputs).replaces, provider.diff("id", kept, rotated_inputs).changes) == ([], True)
+    rotated = provider.update("id", kept, rotated_inputs).outs
+    assert rotated["secretKey"] != outs["secretKey"]
+    assert denied(lambda: as_key(outs).list_buckets())
+    as_key(rotated).list_buckets()
+
+
+def test_access_key_drift_is_read_and_repaired(owner, buckets, keys, minio_admin):
+    buckets()
+    provider, outs = keys()
+    inputs = provider.check({}, props("minio", "objects", "access_key", owner, owner)).inputs
+    minio_admin.policy_set("readwrite", user=owner)
+    minio_admin.user_disable(owner)
+    read = provider.read("id", outs)
+    assert sorted(read.outs["outOfBand"]) == ["policy", "status"]
+    diff = provider.diff("id", read.outs, inputs)
+    assert (diff.changes, diff.replaces) == (True, [])
+    repaired = provider.update("id", read.outs, inputs).outs
+    assert json.loads(minio_admin.user_info(owner))["policyName"] == f"devstack-{owner}"
+    assert provider.read("id", repaired).outs["outOfBand"] == []
+    minio_admin.user_add(owner, "reset-out-of-band")
+    assert provider.read("id", repaired).outs["outOfBand"] == ["secretKey"]
+    as_key(provider.update("id", repaired, inputs).outs).list_buckets()  # the stored secret works again
+    minio_admin.user_remove(owner)
+    assert provider.read("id", repaired).id == ""
+
+
+def test_access_key_retained_then_purged_delete(owner, buckets, keys, minio_admin):
+    buckets()
+    provider, outs = keys()
+    provider.delete("id", outs)
+    as_key(outs).list_buckets()  # retained: the key still works
+    provider.delete("id", {**outs, "purge": True})
+    assert denied(lambda: as_key(outs).list_buckets())
+    with pytest.raises(MinioAdminException):
+        minio_admin.policy_info(f"devstack-{owner}")
+    provider.delete("id", {**outs, "purge": True})  # already gone is fine
+
+
+def test_access_key_of_another_project_is_a_conflict_and_untouched(owner, buckets, keys, configure):
+    buckets("k")
+    _, outs = keys(name="k")
+    intruder = configure(AccessKey())
+    other = f"{owner}-k"
+    inputs = intruder.check({}, props("minio", "objects", "access_key", other, other)).inputs
+    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
+        intruder.create(inputs)
+    with pytest.raises(Conflict):
+        intruder.delete("id", {**inputs, "purge": True})
+    as_key(outs).list_objects_v2(Bucket=f"{owner}-k")  # A's key is untouched
+
+
+def test_foreign_user_is_a_conflict_and_untouched(configure, owner, minio_admin):
+    minio_admin.user_add(owner, "foreign-secret-1")
+    minio_admin.policy_set("readonly", user=owner)
+    try:
+        provider = configure(AccessKey())
+        with pytest.raises(Conflict, match="something devstack does not manage"):
+            provider.create(provider.check({}, props("minio", "objects", "access_key", owner, owner)).inputs)
+        assert json.loads(minio_admin.user_info(owner))["policyName"] == "readonly"
+        with pytest.raises(MinioAdminException):
+            minio_admin.policy_info(f"devstack-{owner}")
+    finally:
+        minio_admin.user_remove(owner)
+
+
+@pytest.mark.parametrize("name, params, field", [
+    pytest.param(None, {"rotation": -1}, "params.rotation", id="negative-rotation"),
+    pytest.param(None, {"rotation": "often"}, "params.rotation", id="rotation-not-int"),
+    pytest.param(None, {"policy": "readwrite"}, "params.policy", id="unknown"),
+    pytest.param("Key=1", {}, "name", id="reserved-characters"),
+])
+def test_access_key_bad_params_fail_check(configure, owner, name, params, field):
+    provider = configure(AccessKey())
+    failures = provider.check({}, props("minio", "objects", "access_key", name or owner, owner, params)).failures
+    assert [f.property for f in failures] == [field]
+
+
+def test_a_key_never_reaches_a_bucket_of_a_project_whose_name_extends_its_own(owner, buckets, keys, configure):
+    """Keys reach `<owner>-*`; project `<owner>-x` would have its buckets there. Neither order is allowed."""
+    extended = f"{owner}-x"
+    buckets("data", project=extended)  # `<owner>-x-data`
+    with pytest.raises(Conflict, match=f"bucket '{extended}-data' is within the key's reach .*project '{extended}'"):
+        keys()
+    provider = configure(AccessKey())
+    assert provider.read("id", props("minio", "objects", "access_key", owner, owner)).id == ""  # nothing was created
+
+
+def test_a_bucket_is_never_created_within_another_projects_key_reach(owner, buckets, keys, configure, oob):
+    keys()
+    bucket = configure(MinioBucket())
+    extended = f"{owner}-x"
+    with pytest.raises(Conflict, match=f"within reach of the access keys of project '{owner}'"):
+        bucket.create(bucket.check({}, props("minio", "objects", "bucket", extended, extended)).inputs)
+    assert not oob.exists(extended)
+
+
+def test_a_key_is_refused_while_a_foreign_bucket_sits_within_its_reach(owner, keys, oob):
+    oob.foreign(f"{owner}-raw")
+    try:
+        with pytest.raises(Conflict, match=f"bucket '{owner}-raw' .*something devstack does not manage"):
+            keys()
+    finally:
+        oob.cleanup(f"{owner}-raw")

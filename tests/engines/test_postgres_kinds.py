@@ -1,0 +1,428 @@
+"""The postgres `role` and `user` kinds and `database` extensions against the real local server.
+
+Every kind: create; create again (adoption, no change); update in place; a
+replace-classified diff; drift through read; retained and purged delete;
+identity conflicts that change nothing; bad params; tenant isolation; and
+concurrent runs of two "stacks" serialized by the advisory lock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from providers.errors import Conflict, InvalidSpec, Unsupported
+from providers.postgres import Database, Role, User
+from tests.engines.conftest import props
+
+PG = {"host": "127.0.0.1", "port": 45432}
+
+
+@pytest.fixture
+def admin_conn(admin):
+    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password,
+                         dbname="postgres", autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def cleanup(admin_conn, owner):
+    """Drops every database and role whose name starts with the test's owner, retained or not."""
+    yield
+    for (name,) in admin_conn.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (owner,)).fetchall():
+        admin_conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    for (name,) in admin_conn.execute("SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", (owner,)).fetchall():
+        admin_conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def database(configure, cleanup):
+    return configure(Database())
+
+
+@pytest.fixture
+def role(configure, cleanup):
+    return configure(Role())
+
+
+@pytest.fixture
+def user(configure, cleanup):
+    return configure(User())
+
+
+def connect(outs: dict, dbname: str | None = None) -> psycopg.Connection:
+    return psycopg.connect(**PG, user=outs["user"], password=outs["password"],
+                           dbname=dbname or outs["database"], connect_timeout=5, autocommit=True)
+
+
+def role_facts(conn, name: str) -> dict | None:
+    row = conn.execute(
+        "SELECT rolcanlogin, rolinherit, rolconnlimit, shobj_description(oid, 'pg_authid'),"
+        " ARRAY(SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid WHERE m.member = r.oid ORDER BY 1)"
+        " FROM pg_roles r WHERE rolname = %s", (name,)).fetchone()
+    if row is None:
+        return None
+    return {"login": row[0], "inherit": row[1], "limit": row[2], "marker": json.loads(row[3] or "null"), "member_of": row[4]}
+
+
+def extensions(admin, database: str) -> list[str]:
+    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password, dbname=database) as conn:
+        return [r[0] for r in conn.execute("SELECT extname FROM pg_extension WHERE extname <> 'plpgsql' ORDER BY 1")]
+
+
+def check_failures(provider, inputs: dict) -> dict[str, str]:
+    return {f.property: f.reason for f in provider.check({}, inputs).failures}
+
+
+# --- database: extensions and drift --------------------------------------------
+
+
+def test_database_extensions_create_adopt_update_and_drift(database, owner, admin, admin_conn):
+    inputs = props("postgres", "pg", "database", owner, owner, {"extensions": ["pgcrypto", "citext", "citext"]})
+    inputs = database.check({}, inputs).inputs
+    assert inputs["params"]["extensions"] == ["citext", "pgcrypto"]  # normalized: sorted, unique
+    outs = database.create(inputs).outs
+    assert extensions(admin, owner) == ["citext", "pgcrypto"]
+    assert database.create(inputs).outs["password"] == outs["password"]  # adoption changes nothing
+    assert database.read("id", outs).outs["params"] == outs["params"]
+
+    changed = {**inputs, "params": {**inputs["params"], "extensions": ["citext", "hstore"]}}
+    diff = database.diff("id", outs, changed)
+    assert diff.changes and diff.replaces == []
+    outs = database.update("id", outs, changed).outs
+    assert extensions(admin, owner) == ["citext", "hstore"]
+
+    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password,
+                         dbname=owner, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION hstore")  # out of band
+    refreshed = database.read("id", outs).outs
+    assert refreshed["params"]["extensions"] == ["citext"]
+    assert database.diff("id", refreshed, changed).changes  # the next up re-creates it
+
+
+def test_database_tenant_installed_extension_is_not_managed(database, owner, admin):
+    outs = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    with connect(outs) as conn:  # pg_trgm is trusted: the owner may install it itself
+        conn.execute("CREATE EXTENSION pg_trgm")
+    assert database.read("id", outs).outs["params"]["extensions"] == []
+    assert extensions(admin, owner) == ["pg_trgm"]
+
+
+def test_database_extension_in_use_is_not_dropped(database, owner, admin):
+    inputs = props("postgres", "pg", "database", owner, owner, {"extensions": ["citext"]})
+    outs = database.create(inputs).outs
+    with connect(outs) as conn:
+        conn.execute("CREATE TABLE emails (address citext)")
+    with pytest.raises(Unsupported, match="citext still in use"):
+        database.update("id", outs, {**inputs, "params": {**inputs["params"], "extensions": []}})
+    assert extensions(admin, owner) == ["citext"]
+    with connect(outs) as conn:
+        assert conn.execute("SELECT count(*) FROM emails").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    "wanted, message",
+    [
+        pytest.param(["no_such_extension"], "'no_such_extension' is not available", id="unknown"),
+        pytest.param(["file_fdw"], "'file_fdw' is not a trusted extension", id="untrusted"),
+        pytest.param(["earthdistance"], "'earthdistance' requires 'cube', which is not listed", id="missing-requirement"),
+    ],
+)
+def test_database_bad_extensions_change_nothing(database, owner, admin_conn, wanted, message):
+    with pytest.raises(InvalidSpec, match=message):
+        database.create(props("postgres", "pg", "database", owner, owner, {"extensions": wanted}))
+    assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (owner,)).fetchone() is None
+    assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
+
+
+def test_database_extension_names_with_a_dash_are_quoted(database, owner, admin):
+    database.create(props("postgres", "pg", "database", owner, owner, {"extensions": ["uuid-ossp"]}))
+    assert extensions(admin, owner) == ["uuid-ossp"]
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        pytest.param({"extensions": ["Bad Name!"]}, "params.extensions", id="extension-name"),
+        pytest.param({"extensions": "citext"}, "params.extensions", id="extensions-not-a-list"),
+        pytest.param({"connectionLimit": -2}, "params.connectionLimit", id="limit-below-minus-one"),
+        pytest.param({"owner": "x"}, "params.owner", id="unknown-param"),
+    ],
+)
+def test_database_bad_params_name_the_field(database, owner, params, field):
+    failures = check_failures(database, props("postgres", "pg", "database", owner, owner, params))
+    assert any(name.startswith(field) for name in failures), failures
+
+
+def test_database_drift_owner_changed_and_encoding_replaces(database, owner, admin_conn):
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    assert database.diff("id", outs, {**inputs, "params": {**inputs["params"], "locale": "C"}}).replaces == ["params.locale"]
+    admin_conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(owner + "_other")))
+    admin_conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(owner), sql.Identifier(owner + "_other")))
+    refreshed = database.read("id", outs).outs
+    assert refreshed["user"] == owner + "_other"
+    diff = database.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []  # the next up gives it back to the project's role
+    database.update("id", refreshed, inputs)
+    assert admin_conn.execute(
+        "SELECT r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE d.datname = %s", (owner,)
+    ).fetchone() == (owner,)
+    # Re-labelled for another project: read shows that owner, so the next diff replaces.
+    admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+        sql.Identifier(owner), sql.Literal(json.dumps({"managed-by": "devstack", "owner": "someone-else"}))))
+    assert database.diff("id", database.read("id", outs).outs, inputs).replaces == ["owner"]
+
+
+# --- role ---------------------------------------------------------------------
+
+
+def test_role_create_adopt_update_and_replace(role, owner, admin_conn):
+    inputs = role.check({}, props("postgres", "pg", "role", "readers", owner)).inputs
+    first = role.create(inputs)
+    assert first.id == f"postgres/pg/role/readers@{owner}"
+    assert first.outs["role"] == f"{owner}_readers"
+    facts = role_facts(admin_conn, f"{owner}_readers")
+    assert facts["login"] is False and facts["inherit"] is True
+    assert facts["marker"] == {"managed-by": "devstack", "owner": owner, "stack": "test", "kind": "role"}
+    second = role.create(inputs)  # run twice: adopted, nothing changes
+    assert second.outs == first.outs and role_facts(admin_conn, f"{owner}_readers") == facts
+
+    changed = {**inputs, "params": {"inherit": False}}
+    assert role.diff("id", first.outs, changed).replaces == []
+    outs = role.update("id", first.outs, changed).outs
+    assert role_facts(admin_conn, f"{owner}_readers")["inherit"] is False
+    assert role.diff("id", outs, {**changed, "name": "writers"}).replaces == ["name"]
+
+
+def test_role_drift_login_inherit_owner_and_drop(role, owner, admin_conn):
+    inputs = role.check({}, props("postgres", "pg", "role", "readers", owner)).inputs
+    outs = role.create(inputs).outs
+    name = sql.Identifier(f"{owner}_readers")
+    admin_conn.execute(sql.SQL("ALTER ROLE {} LOGIN NOINHERIT").format(name))
+    refreshed = role.read("id", outs).outs
+    assert refreshed["params"]["inherit"] is False and refreshed["login"] is True
+    diff = role.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    role.update("id", refreshed, inputs)
+    assert role_facts(admin_conn, f"{owner}_readers")["login"] is False
+    admin_conn.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(
+        name, sql.Literal(json.dumps({"managed-by": "devstack", "owner": "intruder", "kind": "role"}))))
+    assert role.diff("id", role.read("id", outs).outs, inputs).replaces == ["owner"]
+    admin_conn.execute(sql.SQL("DROP ROLE {}").format(name))
+    assert role.read("id", outs).id == ""
+
+
+def test_role_retained_then_purged_with_grants_in_a_project_database(role, database, owner, admin_conn):
+    db = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    outs = role.create(props("postgres", "pg", "role", "readers", owner)).outs
+    with connect(db) as conn:
+        conn.execute("CREATE TABLE orders (id int)")
+        conn.execute(sql.SQL("GRANT SELECT ON orders TO {}").format(sql.Identifier(outs["role"])))
+    role.delete("id", outs)  # no purge: retained
+    assert role_facts(admin_conn, outs["role"]) is not None
+    role.delete("id", {**outs, "purge": True})  # the grant in the project's database does not block it
+    assert role_facts(admin_conn, outs["role"]) is None
+    with connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (0,)
+    role.delete("id", {**outs, "purge": True})  # already gone is fine
+
+
+def test_role_of_another_project_and_foreign_role_conflict(role, owner, admin_conn):
+    role.create(props("postgres", "pg", "role", "b_c", owner))
+    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):  # {owner}_b + c = {owner}_b_c too
+        role.create(props("postgres", "pg", "role", "c", f"{owner}_b"))
+    admin_conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(f"{owner}_foreign")))
+    with pytest.raises(Conflict, match="devstack does not manage"):
+        role.create(props("postgres", "pg", "role", "foreign", owner))
+    assert role_facts(admin_conn, f"{owner}_foreign")["marker"] is None  # untouched
+
+
+def test_role_bad_params_and_names(role, owner):
+    failures = check_failures(role, props("postgres", "pg", "role", "readers", owner, {"inherit": "maybe", "login": True}))
+    assert set(failures) == {"params.inherit", "params.login"}
+    with pytest.raises(InvalidSpec, match="lowercase letters"):
+        Role.engine_name("Read Ers", owner)
+    with pytest.raises(InvalidSpec, match="at most 63 bytes"):
+        Role.engine_name("r" * 60, owner)
+
+
+# --- user ---------------------------------------------------------------------
+
+
+def test_user_joins_project_role_and_reaches_the_project_database(user, database, owner, admin_conn):
+    db = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    inputs = user.check({}, props("postgres", "pg", "user", "app", owner)).inputs
+    first = user.create(inputs)
+    assert first.outs["user"] == f"{owner}_app" and first.outs["database"] == owner
+    second = user.create(inputs)  # adoption: same predictable password, no change
+    assert second.outs == first.outs
+    facts = role_facts(admin_conn, f"{owner}_app")
+    assert facts["login"] is True and facts["member_of"] == [owner]
+    assert facts["marker"]["kind"] == "user" and facts["marker"]["owner"] == owner
+    with connect(db) as conn:  # the schema, made with the database's own credentials
+        conn.execute("CREATE TABLE events (id int)")
+    with connect(first.outs) as conn:  # CONNECT and table privileges through membership of the owner role
+        conn.execute("INSERT INTO events VALUES (1)")
+        assert conn.execute("SELECT count(*) FROM events").fetchone() == (1,)
+
+
+def test_user_before_its_database_gets_a_placeholder_the_database_adopts(user, database, owner, admin_conn):
+    outs = user.create(props("postgres", "pg", "user", "app", owner)).outs
+    assert role_facts(admin_conn, owner)["login"] is False  # placeholder project role
+    db = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    assert role_facts(admin_conn, owner)["login"] is True
+    with connect(outs) as conn, connect(db):
+        assert conn.execute("SELECT current_database()").fetchone() == (owner,)
+
+
+def test_user_placeholder_is_dropped_with_the_last_user(user, owner, admin_conn):
+    outs = user.create(props("postgres", "pg", "user", "app", owner)).outs
+    user.delete("id", {**outs, "purge": True})
+    assert role_facts(admin_conn, f"{owner}_app") is None
+    assert role_facts(admin_conn, owner) is None
+
+
+def test_user_group_membership_updates_in_place(user, role, owner, admin_conn):
+    role.create(props("postgres", "pg", "role", "readers", owner))
+    inputs = user.check({}, props("postgres", "pg", "user", "app", owner, {"role": "readers"})).inputs
+    outs = user.create(inputs).outs
+    assert role_facts(admin_conn, f"{owner}_app")["member_of"] == sorted([owner, f"{owner}_readers"])
+    changed = {**inputs, "params": {**inputs["params"], "role": None, "connection_limit": 4}}
+    assert user.diff("id", outs, changed).replaces == []
+    outs = user.update("id", outs, changed).outs
+    facts = role_facts(admin_conn, f"{owner}_app")
+    assert facts["member_of"] == [owner] and facts["limit"] == 4
+
+
+def test_user_naming_a_missing_group_changes_nothing(user, owner, admin_conn):
+    with pytest.raises(InvalidSpec, match="params.role names 'readers'.*does not exist.*kind: role, name: readers"):
+        user.create(props("postgres", "pg", "user", "app", owner, {"role": "readers"}))
+    assert role_facts(admin_conn, f"{owner}_app") is None and role_facts(admin_conn, owner) is None
+
+
+@pytest.mark.parametrize("policy", ["predictable", "generated"])
+def test_user_rotation_changes_the_password_in_place(user, database, owner, policy):
+    database.create(props("postgres", "pg", "database", owner, owner))
+    inputs = user.check({}, props("postgres", "pg", "user", "app", owner, credentials=policy)).inputs
+    outs = user.create(inputs).outs
+    kept = user.update("id", outs, {**inputs, "params": {**inputs["params"], "connection_limit": 9}}).outs
+    assert kept["password"] == outs["password"]  # no rotation asked: the password stays
+    rotated_inputs = {**inputs, "params": {**inputs["params"], "connection_limit": 9, "rotation": 1}}
+    diff = user.diff("id", kept, rotated_inputs)
+    assert diff.changes and diff.replaces == []
+    rotated = user.update("id", kept, rotated_inputs).outs
+    assert rotated["password"] != outs["password"]
+    with connect(rotated):
+        pass
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        connect(outs)
+    again = user.update("id", rotated, rotated_inputs).outs  # same rotation value: no new password
+    assert again["password"] == rotated["password"]
+
+
+def test_user_predictable_rotation_is_a_derivation(configure, owner, cleanup):
+    first, second = configure(User()), configure(User())  # two processes compute the same password
+    inputs = props("postgres", "pg", "user", "app", owner, {"rotation": "2025-q3"})
+    assert first.create(inputs).outs["password"] == second.create(inputs).outs["password"]
+
+
+def test_user_drift_membership_login_limit_and_drop(user, owner, admin_conn):
+    inputs = user.check({}, props("postgres", "pg", "user", "app", owner)).inputs
+    outs = user.create(inputs).outs
+    name = sql.Identifier(f"{owner}_app")
+    admin_conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(owner), name))
+    admin_conn.execute(sql.SQL("ALTER ROLE {} NOLOGIN CONNECTION LIMIT 1").format(name))
+    refreshed = user.read("id", outs).outs
+    assert refreshed["member_of"] == [] and refreshed["login"] is False
+    assert refreshed["params"]["connection_limit"] == 1
+    diff = user.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    user.update("id", refreshed, inputs)
+    facts = role_facts(admin_conn, f"{owner}_app")
+    assert (facts["member_of"], facts["login"], facts["limit"]) == ([owner], True, -1)
+    admin_conn.execute(sql.SQL("DROP ROLE {}").format(name))
+    assert user.read("id", outs).id == ""
+
+
+def test_user_retained_then_purged_keeps_its_tables_with_the_project(user, database, owner, admin_conn):
+    db = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    outs = user.create(props("postgres", "pg", "user", "app", owner)).outs
+    with connect(outs) as conn:
+        conn.execute("CREATE TABLE made_by_user (id int)")
+    user.delete("id", outs)
+    assert role_facts(admin_conn, f"{owner}_app") is not None
+    user.delete("id", {**outs, "purge": True})
+    assert role_facts(admin_conn, f"{owner}_app") is None
+    with connect(db) as conn:  # the table stays, handed to the project's role
+        assert conn.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'made_by_user'").fetchone() == (owner,)
+
+
+def test_user_conflicts_change_nothing(user, role, owner, admin_conn):
+    user.create(props("postgres", "pg", "user", "b_c", owner))
+    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
+        user.create(props("postgres", "pg", "user", "c", f"{owner}_b"))
+    # The same engine name declared as a role of the same project.
+    with pytest.raises(Conflict, match="already exists as project .*'s user, not as a role"):
+        role.create(props("postgres", "pg", "role", "b_c", owner))
+    assert role_facts(admin_conn, f"{owner}_b_c")["login"] is True
+    # The project's role taken by something devstack does not manage.
+    other = f"{owner}x"
+    admin_conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(other)))
+    with pytest.raises(Conflict, match="project's role .* devstack does not manage"):
+        user.create(props("postgres", "pg", "user", "app", other))
+    assert role_facts(admin_conn, f"{other}_app") is None
+
+
+def test_user_bad_params_name_the_field(user, owner):
+    failures = check_failures(user, props("postgres", "pg", "user", "app", owner,
+                                          {"rotation": True, "connectionLimit": "many", "password": "x"}))
+    assert set(failures) == {"params.rotation", "params.connectionLimit", "params.password"}
+    assert "integer or a non-empty string" in failures["params.rotation"]
+    assert check_failures(user, props("postgres", "pg", "user", "app", owner, {"rotation": ""})) == {
+        "params.rotation": failures["params.rotation"]}
+    assert User.references == {"role": "role", "database": "database"}
+
+
+# --- isolation and concurrency ------------------------------------------------------
+
+
+def test_users_of_one_project_cannot_reach_another_projects_database(user, database, owner):
+    other = f"{owner}b"
+    database.create(props("postgres", "pg", "database", owner, owner))
+    db_b = database.create(props("postgres", "pg", "database", other, other)).outs
+    user_a = user.create(props("postgres", "pg", "user", "app", owner)).outs
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        connect(user_a, db_b["database"])
+    with connect(user_a) as conn:  # nor act as B's role inside its own database
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(other)))
+
+
+def test_two_stacks_in_parallel_never_collide(configure, owner, admin_conn, cleanup):
+    """5 rounds x 4 threads: two provider instances (two stacks) race on one project's database, role and users."""
+    stacks = [(configure(Database()), configure(Role()), configure(User())) for _ in range(2)]
+
+    def one_stack(round_owner: str, thread: int) -> None:
+        database, role, user = stacks[thread % 2]
+        stack = f"stack{thread % 2}"
+        database.create(props("postgres", "pg", "database", round_owner, round_owner, stack=stack))
+        role.create(props("postgres", "pg", "role", "readers", round_owner, stack=stack))
+        user.create(props("postgres", "pg", "user", f"u{thread}", round_owner, {"role": "readers"}, stack=stack))
+
+    started = time.monotonic()
+    for round_ in range(5):
+        round_owner = f"{owner}r{round_}"
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for future in [pool.submit(one_stack, round_owner, thread) for thread in range(4)]:
+                future.result()  # re-raises "already exists" / "tuple concurrently updated" if any
+        for thread in range(4):
+            facts = role_facts(admin_conn, f"{round_owner}_u{thread}")
+            assert facts["member_of"] == sorted([round_owner, f"{round_owner}_readers"])
+    print(f"5 rounds x 4 threads: {time.monotonic() - started:.2f}s")

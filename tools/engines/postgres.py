@@ -1,0 +1,145 @@
+"""The postgres engine: Debian's PostgreSQL 15 on 127.0.0.1:45432.
+
+initdb and the server refuse to run as root, so when we are root both run as
+the `postgres` OS user, with the data and socket dirs owned by it. Auth:
+- host (TCP) connections: scram-sha-256 only;
+- local socket: peer for the bootstrap superuser `postgres`, mapped from the
+  OS user running the server and from the one running this script (root can
+  become postgres anyway); that is how the admin role's password is set.
+The admin role (the credential's user) is a superuser whose password is set
+with ALTER ROLE over that socket, as a SCRAM verifier computed client-side by
+libpq, so no plaintext password reaches a file, argv, the server or its log.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import pwd
+import signal
+import subprocess
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from tools.engines.base import HOST, Credential, Engine, base_environment, write_private
+
+BIN = Path("/usr/lib/postgresql/15/bin")
+SUPERUSER = "postgres"  # bootstrap superuser: socket-only, no password
+
+
+class Postgres(Engine):
+    name = "postgres"
+    port = 45432
+    # SIGTERM is a "smart" shutdown that waits for every client session to
+    # end; SIGINT is the "fast" one that disconnects them and still shuts down cleanly.
+    stop_signal = signal.SIGINT
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.dir / "run"
+
+    def command(self) -> list[str]:
+        return [str(BIN / "postgres"), "-D", str(self.data_dir),
+                "-c", f"listen_addresses={HOST}", "-c", f"port={self.port}",
+                "-c", f"unix_socket_directories={self.socket_dir}"]
+
+    def signature(self) -> list[str]:
+        # The trailing space keeps a sibling data dir (".../data2") from matching.
+        return [str(BIN / "postgres"), f"-D {self.data_dir} "]
+
+    def launch_options(self) -> dict:
+        if os.geteuid() != 0:
+            return {}
+        account = pwd.getpwnam(SUPERUSER)
+        # extra_groups=[] drops root's supplementary groups, which Popen would otherwise keep.
+        return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+
+    def prepare(self, credential: Credential | None) -> None:
+        """initdb on first start; (re)write the auth files on every cold start."""
+        self.require(credential)
+        if not (BIN / "postgres").exists():
+            raise self.error("start", f"PostgreSQL 15 is not installed at {BIN}; run tools/engines/install.sh")
+        for path in (self.data_dir, self.socket_dir):
+            path.mkdir(mode=0o700, exist_ok=True)
+            self._chown(path)
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb()
+        self._write_auth_files()
+
+    def healthy(self) -> bool:
+        try:
+            with self._superuser() as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    def ensure_credential(self, credential: Credential | None) -> bool:
+        """Make the admin role exist as a superuser with this password.
+
+        A no-op when the admin can already log in over TCP with it; otherwise
+        the role is created or its password replaced (a new credential is
+        thereby re-applied to existing data)."""
+        credential = self.require(credential)
+        if self._admin_can_login(credential):
+            return False
+        with self._superuser() as conn:
+            verifier = conn.pgconn.encrypt_password(
+                credential.password.encode(), credential.user.encode(), b"scram-sha-256").decode()
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [credential.user]).fetchone()
+            conn.execute(sql.SQL("{} ROLE {} WITH SUPERUSER LOGIN PASSWORD {}").format(
+                sql.SQL("ALTER" if exists else "CREATE"), sql.Identifier(credential.user), sql.Literal(verifier)))
+        if not self._admin_can_login(credential):
+            raise self.error("apply the admin credential to", f"role {credential.user} still cannot log in over TCP")
+        return True
+
+    def _admin_can_login(self, credential: Credential) -> bool:
+        try:
+            with psycopg.connect(host=HOST, port=self.port, user=credential.user, password=credential.password,
+                                 dbname="postgres", connect_timeout=3):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def _superuser(self) -> psycopg.Connection:
+        return psycopg.connect(host=str(self.socket_dir), port=self.port, user=SUPERUSER,
+                               dbname="postgres", connect_timeout=3, autocommit=True)
+
+    def _initdb(self) -> None:
+        argv = [str(BIN / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
+                "--auth-local=peer", "--auth-host=scram-sha-256", "--encoding=UTF8", "--locale=C"]
+        with open(self.log_file, "ab") as log:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  cwd=self.dir, env=base_environment(),
+                                  **self.launch_options())
+        if done.returncode != 0:
+            raise self.error("initialize", f"initdb exited with code {done.returncode}")
+
+    def _write_auth_files(self) -> None:
+        """pg_hba: peer (mapped) for the bootstrap superuser on the socket, scram elsewhere."""
+        mapped = sorted({_server_os_user(), getpass.getuser()})
+        files = {
+            "pg_hba.conf": "\n".join([
+                "# generated by tools/engines/postgres.py; rewritten on every cold start",
+                f"local all {SUPERUSER} peer map=devstack",
+                "local all all scram-sha-256",
+                f"host all all {HOST}/32 scram-sha-256",
+                ""]),
+            "pg_ident.conf": "".join(f"devstack {user} {SUPERUSER}\n" for user in mapped),
+        }
+        for name, text in files.items():
+            write_private(self.data_dir / name, text)
+            self._chown(self.data_dir / name)
+
+    def _chown(self, path: Path) -> None:
+        if os.geteuid() == 0:
+            account = pwd.getpwnam(SUPERUSER)
+            os.chown(path, account.pw_uid, account.pw_gid)
+
+
+def _server_os_user() -> str:
+    return SUPERUSER if os.geteuid() == 0 else getpass.getuser()
+
+
+ENGINE = Postgres()

@@ -1,0 +1,116 @@
+"""The redis engine: our own redis-server (Debian package) on 127.0.0.1:46379.
+
+Not the Debian service: a separate process with its config, ACL file, data,
+log and pid file under the engine dir. Auth is ACL-only: the `default` user
+is off, and the admin user's password is stored as a SHA-256 hash (`#<hex>`)
+in a 0600 ACL file, so no plaintext password is ever written.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import socket
+from pathlib import Path
+
+import redis as redis_py  # the client library; absolute import, not this module
+
+from tools.engines.base import HOST, Credential, Engine, write_private
+
+BINARY = "redis-server"
+
+
+class Redis(Engine):
+    name = "redis"
+    port = 46379
+
+    @property
+    def config_file(self) -> Path:
+        return self.dir / "redis.conf"
+
+    @property
+    def acl_file(self) -> Path:
+        return self.dir / "users.acl"
+
+    def command(self) -> list[str]:
+        return [shutil.which(BINARY) or BINARY, str(self.config_file)]
+
+    def signature(self) -> list[str]:
+        # redis-server retitles itself; the template below keeps the config
+        # path in the title so the check still tells our server from others.
+        return ["redis-server", str(self.config_file)]
+
+    def prepare(self, credential: Credential | None) -> None:
+        """Write the config and, from `credential`, the ACL file (re-applied on every cold start)."""
+        credential = self.require(credential)
+        self._admin = credential.user
+        if shutil.which(BINARY) is None:
+            raise self.error("start", "redis-server is not installed; run tools/engines/install.sh")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(self._config())
+        write_private(self.acl_file, _acl(credential, self._tenant_users()))
+
+    def _tenant_users(self) -> list[str]:
+        """ACL lines of tenant users (saved by the provider with ACL SAVE): they survive a restart."""
+        try:
+            lines = self.acl_file.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [line for line in lines if line.startswith("user ") and line.split()[1] not in ("default", self._admin)]
+
+    def launch_options(self) -> dict:
+        # ACL SAVE rewrites the ACL file (password hashes) with the server's umask: keep it private.
+        return {"umask": 0o077}
+
+    def healthy(self) -> bool:
+        """A raw, unauthenticated PING: NOAUTH proves the server answers (LOADING does not).
+
+        Raw because redis-py retries a refused handshake with backoff for seconds."""
+        try:
+            with socket.create_connection((HOST, self.port), timeout=2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+        except OSError:
+            return False
+
+    def ensure_credential(self, credential: Credential | None) -> bool:
+        """Check the admin can AUTH. A running server only re-reads its ACL file
+        through ACL LOAD, which needs the old password we never stored, so a
+        changed credential asks for a restart instead of half-applying it."""
+        credential = self.require(credential)
+        try:
+            with redis_py.Redis(host=HOST, port=self.port, username=credential.user,
+                                password=credential.password, socket_timeout=2, retry=None) as client:
+                client.ping()
+        except redis_py.AuthenticationError:
+            raise self.error("apply the admin credential to",
+                             "the running server has another admin password; restart it to re-apply: "
+                             "python -m tools.engines stop redis && python -m tools.engines start redis"
+                             ) from None
+        return False
+
+    def _config(self) -> str:
+        return "\n".join([
+            f"bind {HOST}",
+            f"port {self.port}",
+            "protected-mode yes",
+            "daemonize no",
+            'logfile ""',  # stdout, which the launcher sends to the engine log
+            f"dir {self.data_dir}",
+            f"aclfile {self.acl_file}",
+            # One logical db per project's redis_index: 16 runs out quickly on a shared server.
+            "databases 64",
+            'proc-title-template "{title} {listen-addr} {config-file}"',
+            "",
+        ])
+
+
+def _acl(credential: Credential, tenant_users: list[str]) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.@-]+", credential.user):
+        raise ValueError(f"redis admin user name {credential.user!r} has characters an ACL file cannot hold")
+    digest = hashlib.sha256(credential.password.encode()).hexdigest()
+    lines = ["user default off", f"user {credential.user} on #{digest} ~* &* +@all", *tenant_users]
+    return "\n".join(lines) + "\n"
+
+
+ENGINE = Redis()
