@@ -42,8 +42,8 @@ class Project(pulumi.ComponentResource):
         self._file, self._ws = project, workspace
         created: dict[str, Resource] = {}
         resources: dict[str, Any] = {}
-        # Referenced declarations first, so a dependent can depend on them.
-        for decl in sorted(project.resources, key=lambda d: bool(getattr(self._kind_class(d), "references", None))):
+        # Declarations others depend on first, so each dependent can name them.
+        for decl in sorted(project.resources, key=lambda d: self._has_dependencies(d)):
             resource = self._declare(decl, stack, created)
             created[decl.key(project.name)] = resource
             resources[decl.key(project.name)] = self._resource_outputs(decl, resource)
@@ -54,14 +54,20 @@ class Project(pulumi.ComponentResource):
     def _kind_class(self, decl: ResourceDecl) -> type[KindProvider]:
         return registry.provider_class(self._ws.shared[decl.uses].engine, decl.kind)
 
+    def _has_dependencies(self, decl: ResourceDecl) -> bool:
+        kind = self._kind_class(decl)
+        return bool(kind.references or kind.after_kinds)
+
+    def _dependencies(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
+        """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
+        keys = [f"{decl.uses}/{kind}/{decl.params[param]}" for param, kind in provider.references.items() if decl.params.get(param)]
+        keys += [key for key in created if key.split("/")[0] == decl.uses and key.split("/")[1] in provider.after_kinds]
+        return [created[key] for key in dict.fromkeys(keys) if key in created]
+
     def _declare(self, decl: ResourceDecl, stack: str, created: dict[str, Resource]) -> Resource:
         instance = self._ws.shared[decl.uses]
         provider = self._kind_class(decl)()
-        depends_on = [
-            created[f"{decl.uses}/{kind}/{decl.params[param]}"]
-            for param, kind in getattr(provider, "references", {}).items()
-            if decl.params.get(param) and f"{decl.uses}/{kind}/{decl.params[param]}" in created
-        ]
+        depends_on = self._dependencies(decl, provider, created)
         props = {
             "engine": instance.engine,
             "instance": decl.uses,
@@ -91,7 +97,12 @@ class Project(pulumi.ComponentResource):
     def _resource_outputs(self, decl: ResourceDecl, resource: Resource) -> dict[str, Any]:
         """Provider attributes plus template exports; secret ones stay secret."""
         template = templates.engine_template(self._ws.shared[decl.uses].engine).kinds[decl.kind]
-        outputs: dict[str, Any] = {name: getattr(resource, name) for name in template.attributes}
+        # The engine already encrypts secret attributes (additional_secret_outputs);
+        # marking them here too keeps the exported outputs secret whatever runs us.
+        outputs: dict[str, Any] = {
+            name: pulumi.Output.secret(getattr(resource, name)) if template.is_secret(name) else getattr(resource, name)
+            for name in template.attributes
+        }
         for name, export in template.exports.items():
             used = sorted(export.uses)
             value = pulumi.Output.all(*(getattr(resource, n) for n in used)).apply(

@@ -61,6 +61,10 @@ class KindProvider(ResourceProvider):
     attributes: ClassVar[tuple[str, ...]] = ()
     #: Attributes that must be stored encrypted in the state.
     secret_outputs: ClassVar[tuple[str, ...]] = ()
+    #: Params naming another declaration of the project: param -> kind (same instance).
+    references: ClassVar[dict[str, str]] = {}
+    #: Kinds on the same instance this one is created after and deleted before.
+    after_kinds: ClassVar[tuple[str, ...]] = ()
 
     # The provider holds no secret when pickled into the state (admin
     # credentials arrive later through configure), so it need not be one.

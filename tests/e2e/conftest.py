@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from pulumi import automation as auto
 
 from tools.pulumi_env import BIN_DIR, ROOT, STATE_DIR, pulumi_env
@@ -58,4 +58,21 @@ def local_workspace(work: Path, env: dict[str, str], command: auto.PulumiCommand
     )
 
 
-__all__ = ["local_workspace", "os"]
+def write_project(work: Path, name: str, resources: list[dict]) -> str:
+    """(Re)write a project's devstack.yaml under `work`; returns its workspace-relative path."""
+    path = work / name / "devstack.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}))
+    return f"{name}/devstack.yaml"
+
+
+def changes(result) -> dict[str, int]:
+    """Non-trivial operations of an up, refresh or preview result."""
+    counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
+    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
+
+
+def stored_state(env: dict[str, str], stack: str) -> str:
+    """The stack's checkpoint file exactly as the file backend keeps it on disk."""
+    backend = Path(env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    return (backend / ".pulumi" / "stacks" / "devstack" / f"{stack}.json").read_text()

@@ -13,30 +13,17 @@ import json
 import secrets
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import boto3
 import pytest
-import yaml
 from pulumi import automation as auto
 
-from tests.e2e.conftest import local_workspace
+from tests.e2e.conftest import changes, local_workspace, write_project
 
 HOST, PORT = "127.0.0.1", 44566
 ENDPOINT = f"http://{HOST}:{PORT}"
 
 
-def write_project(work: Path, name: str, resources: list[dict]) -> str:
-    path = work / name / "devstack.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}))
-    return f"{name}/devstack.yaml"
-
-
-def changes(result) -> dict[str, int]:
-    """Non-trivial operations of an up, refresh or preview result."""
-    counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
-    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
 
 
 def aws(service: str):

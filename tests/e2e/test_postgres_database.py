@@ -9,24 +9,16 @@ from __future__ import annotations
 
 import json
 import secrets
-from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 from psycopg import sql
 from pulumi import automation as auto
 
-from tests.e2e.conftest import local_workspace
+from tests.e2e.conftest import changes, local_workspace, stored_state, write_project
 
 PG_PORT = 45432
 
-
-def write_project(work: Path, name: str, resources: list[dict]) -> str:
-    path = work / name / "devstack.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}))
-    return f"{name}/devstack.yaml"
 
 
 def connect(user: str, password: str, dbname: str) -> psycopg.Connection:
@@ -38,16 +30,6 @@ def database_exists(admin, name: str) -> bool:
         return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
 
 
-def stored_state(env: dict[str, str], stack: str) -> str:
-    """The stack's checkpoint file exactly as the file backend keeps it on disk."""
-    backend = Path(env["PULUMI_BACKEND_URL"].removeprefix("file://"))
-    return (backend / ".pulumi" / "stacks" / "devstack" / f"{stack}.json").read_text()
-
-
-def changes(result) -> dict[str, int]:
-    """Non-trivial operations of an up, refresh or preview result."""
-    counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
-    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
 
 
 @pytest.fixture

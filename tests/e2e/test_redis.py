@@ -14,26 +14,14 @@ from pathlib import Path
 
 import pytest
 import redis
-import yaml
 from pulumi import automation as auto
 
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY
-from tests.e2e.conftest import local_workspace
+from tests.e2e.conftest import changes, local_workspace, write_project
 
 REDIS = {"host": "127.0.0.1", "port": 46379}
 
 
-def write_project(work: Path, name: str, resources: list[dict]) -> str:
-    path = work / name / "devstack.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}))
-    return f"{name}/devstack.yaml"
-
-
-def changes(result) -> dict[str, int]:
-    """Non-trivial operations of an up, refresh or preview result."""
-    counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
-    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
 
 
 def admin_client(admin, db: int = 0) -> redis.Redis:

@@ -30,6 +30,10 @@ import psycopg
 import pytest
 import redis
 
+# These start and stop engines of their own on the real ports: scripts/test runs
+# them (`-m lifecycle`) before it starts the shared engines for everything else.
+pytestmark = pytest.mark.lifecycle
+
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 PORTS = {"postgres": 45432, "redis": 46379, "localstack": 44566, "nats": 44222}
@@ -49,9 +53,6 @@ import json, sys
 from types import SimpleNamespace
 from tools.engines.__main__ import main
 
-# These start and stop engines of their own on the real ports: scripts/test runs
-# them (`-m lifecycle`) before it starts the shared engines for everything else.
-pytestmark = pytest.mark.lifecycle
 creds = {k: SimpleNamespace(user=u, password=p) for k, (u, p) in json.load(sys.stdin).items()}
 sys.exit(main(sys.argv[1:], credentials=lambda: creds))
 """

@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import pytest
 
-import confluent_kafka  # noqa: E402  (a product dependency)
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AclBinding,

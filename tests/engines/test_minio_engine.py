@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import pytest
 
-import minio  # noqa: E402,F401  (a product dependency)
 from minio import Minio  # noqa: E402
 from minio.credentials import StaticProvider  # noqa: E402
 from minio.error import S3Error  # noqa: E402

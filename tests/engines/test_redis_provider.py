@@ -370,7 +370,7 @@ DENIED_DRYRUN = [
 
 def test_tenant_isolation_between_two_projects(index, acl_user, owner, admin_redis):
     a, b = f"{owner}a", f"{owner}b"
-    db_a = index.create(props("redis", "cache", "redis_index", a, a)).outs["db"]
+    index.create(props("redis", "cache", "redis_index", a, a)).outs["db"]
     db_b = index.create(props("redis", "cache", "redis_index", b, b)).outs["db"]
     user_a = acl_user.create(props("redis", "cache", "acl_user", a, a)).outs
     user_b = acl_user.create(props("redis", "cache", "acl_user", b, b, credentials="generated")).outs

@@ -1,63 +1,188 @@
-"""Component expansion under Pulumi mocks: names, types, parents, retain flags, inputs."""
+"""Component expansion under Pulumi mocks: a workspace of three projects across all six engines.
+
+Asserts child names and types, parents, dependencies (safe teardown order),
+retain flags, that admin credentials never become inputs, and the outputs:
+attributes, composed exports, service env, and which of them are secret.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulumi
 import pytest
+import yaml
 
-from components.models import ProjectFile, WorkspaceConfig
+from components.validation import validate
+from providers import registry
+
+SHARED = {
+    "pg": {"engine": "postgres", "port": 45432},
+    "cache": {"engine": "redis", "port": 46379},
+    "objects": {"engine": "minio", "port": 49000},
+    "aws": {"engine": "localstack", "port": 44566},
+    "events": {"engine": "nats", "port": 44222},
+    "kafka": {"engine": "kafka", "port": 49092},
+}
+PROJECTS = {
+    "shop": {
+        "resources": [
+            {"uses": "pg", "kind": "database"},
+            {"uses": "pg", "kind": "role", "name": "readers"},
+            {"uses": "pg", "kind": "user", "name": "reporting", "params": {"role": "readers", "database": "shop"}},
+            {"uses": "cache", "kind": "redis_index"},
+            {"uses": "cache", "kind": "acl_user", "credentials": "generated"},
+            {"uses": "kafka", "kind": "acl"},
+            {"uses": "kafka", "kind": "topic", "name": "orders", "purge": True},
+        ],
+        "services": {"api": {"uses": ["pg", "kafka"], "env": {
+            "import": [{"from": "pg/database", "vars": {"DATABASE_URL": "dsn", "PGUSER": "user"}}],
+            "KAFKA": "${ref:workspace.shared.kafka.bootstrap}",
+        }}},
+    },
+    "media": {
+        "resources": [
+            {"uses": "objects", "kind": "lifecycle", "name": "expire", "params": {"bucket": "uploads", "expireDays": 7}},
+            {"uses": "objects", "kind": "bucket", "name": "uploads"},
+            {"uses": "objects", "kind": "access_key"},
+            {"uses": "aws", "kind": "queue", "name": "jobs"},
+            {"uses": "aws", "kind": "topic", "name": "done"},
+        ],
+    },
+    "feeds": {
+        "resources": [
+            {"uses": "events", "kind": "consumer", "name": "worker", "params": {"stream": "feeds"}},
+            {"uses": "events", "kind": "stream"},
+            {"uses": "events", "kind": "kv", "name": "cursor"},
+            {"uses": "aws", "kind": "stream", "name": "clicks"},
+            {"uses": "aws", "kind": "table", "name": "items", "params": {"hashKey": "id"}},
+            {"uses": "aws", "kind": "bucket", "name": "archive"},
+        ],
+    },
+}
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
+    """Returns every attribute a resource declares, as a provider would after create."""
+
     def __init__(self) -> None:
-        self.resources: dict[str, pulumi.runtime.MockResourceArgs] = {}
+        self.inputs: dict[str, dict] = {}
+        self.types: dict[str, str] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.resources[args.name] = args
-        return f"{args.name}-id", {**args.inputs, "password": "mock-secret"} if args.typ.startswith("pulumi-python") else args.inputs
+        self.inputs[args.name], self.types[args.name] = dict(args.inputs), args.typ
+        outputs = dict(args.inputs)
+        if args.typ.startswith("pulumi-python:dynamic/"):
+            engine, kind = args.typ.removeprefix("pulumi-python:dynamic/").split(":")
+            for attribute in registry.provider_class(engine, kind).attributes:
+                outputs[attribute] = 1234 if attribute == "port" else f"{attribute}-of-{args.name}"
+        return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
 
 
-WORKSPACE = WorkspaceConfig.model_validate({
-    "name": "test",
-    "shared": {"pg": {"engine": "postgres", "port": 45432, "adminUser": "admin", "adminSecret": "pgAdmin"}},
-    "projects": [],
-})
-SHOP = ProjectFile.model_validate({
-    "apiVersion": "devstack/v1", "kind": "Project", "name": "shop",
-    "resources": [
-        {"uses": "pg", "kind": "database"},
-        {"uses": "pg", "kind": "database", "name": "shop-archive", "purge": True, "params": {"connectionLimit": 4}},
-    ],
-})
+@pytest.fixture
+def validated(tmp_path: Path):
+    files = []
+    for name, body in PROJECTS.items():
+        path = tmp_path / name / "devstack.yaml"
+        path.parent.mkdir()
+        path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, **body}))
+        files.append(f"{name}/devstack.yaml")
+    shared = {n: {**s, "host": "127.0.0.1", "adminUser": "admin", "adminSecret": f"{n}Admin"} for n, s in SHARED.items()}
+    return validate({"name": "test", "shared": shared, "projects": files}, tmp_path, None, "stacks/Pulumi.test.yaml")
 
 
 @pytest.fixture
 def mocks():
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="devstack", stack="test", preview=False)
-    yield mocks
+    return mocks
+
+
+def expand(validated):
+    """Build the workspace, recording each resource's options through a transformation."""
+    from components.workspace import Workspace
+
+    options: dict[str, pulumi.ResourceOptions] = {}
+    resources: dict[str, pulumi.Resource] = {}
+
+    def record(args: pulumi.ResourceTransformationArgs):
+        options[args.name], resources[args.name] = args.opts, args.resource
+        return None
+
+    workspace = Workspace(validated, "test", opts=pulumi.ResourceOptions(transformations=[record]))
+    return workspace, options, resources
 
 
 @pulumi.runtime.test
-def test_project_expands_each_declaration(mocks):
-    from components.project import Project
+def test_names_types_parents_and_retain_flags(mocks, validated):
+    workspace, options, resources = expand(validated)
+    children = {name for name in options if name.count("/") == 3}
+    expected = {f"{p}/{r['uses']}/{r['kind']}/{r.get('name', p)}" for p, body in PROJECTS.items() for r in body["resources"]}
+    assert children == expected
+    for name in children:
+        project, instance, kind, _ = name.split("/")
+        engine = SHARED[instance]["engine"]
+        assert type(resources[name]).__mro__[1] is pulumi.dynamic.Resource
+        assert resources[name]._resource_type_name == f"dynamic/{engine}:{kind}"
+        assert options[name].parent is resources[project]
+        purge = next(r.get("purge", False) for r in PROJECTS[project]["resources"]
+                     if f"{project}/{r['uses']}/{r['kind']}/{r.get('name', project)}" == name)
+        assert options[name].retain_on_delete is (not purge), name
+    for project in PROJECTS:
+        assert options[project].parent is workspace
 
-    project = Project(SHOP, WORKSPACE, stack="test")
+    def check_inputs(_):
+        for name in children:
+            assert mocks.types[name].startswith("pulumi-python:dynamic/")
+            assert mocks.inputs[name]["owner"] == name.split("/")[0]
+            assert not any("admin" in key.lower() for key in mocks.inputs[name]), name
 
-    def check(_):
-        names = set(mocks.resources)
-        assert {"shop", "shop/pg/database/shop", "shop/pg/database/shop-archive"} <= names
-        main = mocks.resources["shop/pg/database/shop"]
-        assert main.typ == "pulumi-python:dynamic/postgres:database"
-        assert main.inputs["owner"] == "shop" and main.inputs["instance"] == "pg"
-        assert main.inputs["credentials"] == "predictable"
-        archive = mocks.resources["shop/pg/database/shop-archive"]
-        assert archive.inputs["params"] == {"connectionLimit": 4}
-        assert archive.inputs["purge"] is True
-        # Admin credentials never travel as resource inputs.
-        assert not any("admin" in key.lower() for key in main.inputs)
+    return pulumi.Output.all(*(r.urn for r in resources.values())).apply(check_inputs)
 
-    return pulumi.Output.all(*project.outputs["resources"]["pg/database/shop"].values()).apply(check)
+
+@pulumi.runtime.test
+def test_dependencies_give_safe_teardown_order(mocks, validated):
+    _, options, resources = expand(validated)
+
+    def depends(dependent: str, *on: str) -> None:
+        assert {id(resources[n]) for n in on} <= {id(r) for r in options[dependent].depends_on or []}, dependent
+
+    depends("media/objects/lifecycle/expire", "media/objects/bucket/uploads")
+    depends("feeds/events/consumer/worker", "feeds/events/stream/feeds")
+    depends("shop/pg/user/reporting", "shop/pg/role/readers", "shop/pg/database/shop")
+    depends("shop/kafka/acl/shop", "shop/kafka/topic/orders")
+    assert not options["media/objects/bucket/uploads"].depends_on
+
+
+@pulumi.runtime.test
+def test_outputs_attributes_exports_env_and_secrets(mocks, validated):
+    workspace, _, _ = expand(validated)
+    shop = workspace.outputs["shop"]
+    database = shop["resources"]["pg/database/shop"]
+    env = shop["services"]["api"]["env"]
+    assert env["KAFKA"] == "127.0.0.1:49092"  # ${ref} resolved from the workspace, plain
+    checks = [
+        database["host"].apply(lambda v: v == "host-of-shop/pg/database/shop"),
+        database["dsn"].apply(lambda v: v == "postgresql://user-of-shop/pg/database/shop:password-of-shop/pg/database/shop"
+                                       "@host-of-shop/pg/database/shop:1234/database-of-shop/pg/database/shop"),
+    ]
+    secrets = {
+        "dsn": database["dsn"], "password": database["password"], "env DATABASE_URL": env["DATABASE_URL"],
+        "acl_user password": shop["resources"]["cache/acl_user/shop"]["password"],
+        "access key secret": workspace.outputs["media"]["resources"]["objects/access_key/media"]["secretKey"],
+    }
+    plain = {"host": database["host"], "env PGUSER": env["PGUSER"],
+             "bucket endpoint": workspace.outputs["media"]["resources"]["objects/bucket/uploads"]["endpoint"]}
+
+    def verify(values):
+        flags = values[len(checks):]
+        assert all(values[:len(checks)])
+        assert flags == [True] * len(secrets) + [False] * len(plain), dict(zip([*secrets, *plain], flags))
+
+    return pulumi.Output.all(
+        *checks, *(pulumi.Output.is_secret(o) if hasattr(pulumi.Output, "is_secret") else o.is_secret()
+                   for o in [*secrets.values(), *plain.values()])
+    ).apply(verify)

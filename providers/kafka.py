@@ -1,0 +1,634 @@
+"""Kafka: per-project topics and a SASL/SCRAM principal with prefixed ACLs.
+
+Names: a project's default declaration maps to `<owner>`, any other to
+`<owner>.<name>` (Kafka's charset [a-zA-Z0-9._-], at most 249 characters).
+Project names may not contain '.', so the prefix `<owner>.` belongs to exactly
+one project: that is what makes prefixed ACLs a tenant boundary.
+
+Ownership: Kafka topics have no comment or tag, topic configs accept no
+custom keys and SCRAM users carry no metadata. A name prefix alone cannot
+tell a topic we created from one someone made by hand under the same name,
+so the marker lives in a registry: the compacted topic `__devstack_owners`,
+one record per managed resource keyed `topic:<name>` or `acl:<principal>`,
+whose value is the ownership marker (a tombstone when purged). Only the
+admin can read it (the broker's authorizer grants tenants nothing there).
+It is written before a resource is created, so a crash in between leaves a
+harmless marker for a resource that does not exist, never an unmarked one.
+
+Clients are built per call (AdminClient, Producer, Consumer) from the
+configured instance; the pickled provider holds none.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable, ClassVar, Literal, Mapping
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from pulumi.dynamic import CheckFailure, CheckResult
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.credentials import password_for
+from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.identity import Identity
+from providers.instances import SharedInstance
+
+ENGINE = "kafka"
+MAX_TOPIC = 249
+_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
+# No '.' in a project name: '.' separates the owner from the rest of a name.
+_OWNER_CHARS = re.compile(r"^[a-zA-Z0-9_-]+$")
+MARKER_TOPIC = "__devstack_owners"
+SASL_MECHANISM = "SCRAM-SHA-512"
+SCRAM_ITERATIONS = 8192
+REQUEST_TIMEOUT = 30.0
+#: How long a broker may take to answer the first request of a call.
+CONNECT_TIMEOUT = 10.0
+#: Topic deletion is asynchronous: how long a create waits for a deleted name to free up.
+DELETE_WAIT = 30.0
+
+#: Retriable transport-level errors: the broker is not there (or not answering).
+_UNAVAILABLE = {
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+}
+
+
+# --- names ------------------------------------------------------------------------------
+
+
+def kafka_name(name: str, owner: str) -> str:
+    """`<owner>` for the default declaration, else `<owner>.<name>`; InvalidSpec names the broken rule."""
+    if not _OWNER_CHARS.match(owner):
+        raise InvalidSpec("map", f"owner {owner!r}", "Kafka project names use letters, digits, '-' and '_' "
+                          "(no '.': it separates the project from the rest of a topic name)")
+    mapped = owner if name == owner else f"{owner}.{name}"
+    if not _TOPIC_CHARS.match(name) or name in (".", ".."):
+        raise InvalidSpec("map", f"name {name!r}", "Kafka names use letters, digits, '.', '_' and '-' only")
+    if len(mapped) > MAX_TOPIC:
+        raise InvalidSpec("map", repr(mapped), f"Kafka topic names are at most {MAX_TOPIC} characters")
+    return mapped
+
+
+def owner_prefix(owner: str) -> str:
+    """The prefix of every topic and consumer group a project owns (besides the bare `<owner>`)."""
+    return f"{owner}."
+
+
+# --- clients ------------------------------------------------------------------------------
+
+
+def client_settings(instance: SharedInstance) -> dict[str, Any]:
+    """librdkafka settings for the admin principal on the instance's SASL_PLAINTEXT listener."""
+    return {
+        "bootstrap.servers": instance.address,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": SASL_MECHANISM,
+        "sasl.username": instance.admin_user,
+        "sasl.password": instance.password(),
+        "log_level": 0,
+        "reconnect.backoff.max.ms": 1000,
+    }
+
+
+_AUTH_HINT = "the admin credential in the stack config does not match the broker's (`python -m tools.engines start kafka` says how to recover)"
+
+
+def unavailable(instance: SharedInstance, cause: str, rejected: bool = False) -> EngineUnavailable:
+    return EngineUnavailable(
+        "connect to", f"kafka instance {instance.name!r} at {instance.address}", cause,
+        _AUTH_HINT if rejected else "start it with `python -m tools.engines start kafka`",
+    )
+
+
+def admin_client(instance: SharedInstance) -> AdminClient:
+    """An admin client that has answered once; EngineUnavailable when the broker does not.
+
+    Gives up early when librdkafka reports that no broker is reachable or that
+    the credential was rejected, instead of retrying until the timeout.
+    """
+    problems: list[KafkaError] = []
+    admin = AdminClient({**client_settings(instance), "error_cb": problems.append})
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    while True:
+        try:
+            admin.list_topics(topic=MARKER_TOPIC, timeout=1)
+            return admin
+        except KafkaException as err:
+            admin.poll(0.1)  # serves error_cb, where refused connections and rejected logins show up
+            fatal = [p for p in problems if p.code() in _UNAVAILABLE and p.code() != KafkaError._TIMED_OUT]
+            if fatal or time.monotonic() > deadline:
+                last = (fatal or problems or [err.args[0]])[-1]
+                rejected = last.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
+                raise unavailable(instance, last.str(), rejected) from err
+
+
+def error_code(err: KafkaException) -> int | None:
+    return err.args[0].code() if err.args and isinstance(err.args[0], KafkaError) else None
+
+
+def result(future: Any, verb: str, what: str, field: str = "") -> Any:
+    """Wait for one admin future; broker refusals become typed errors naming the field."""
+    try:
+        return future.result(timeout=REQUEST_TIMEOUT)
+    except KafkaException as err:
+        raise refusal(err, verb, what, field) from err
+
+
+def refusal(err: KafkaException, verb: str, what: str, field: str = "") -> DevstackError:
+    code, text = error_code(err), err.args[0].str() if err.args else str(err)
+    about = f"params.{field}: " if field else ""
+    if code == KafkaError.TOPIC_EXCEPTION and "collides" in text:
+        return Conflict(verb, what, text, "Kafka treats '.' and '_' alike in topic names; choose another `name`")
+    if code in (KafkaError.INVALID_CONFIG, KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_PARTITIONS,
+                KafkaError.POLICY_VIOLATION, KafkaError.INVALID_REQUEST):
+        return InvalidSpec(verb, what, f"{about}the broker refused: {text}", "change the declaration")
+    if code in _UNAVAILABLE:
+        return EngineUnavailable(verb, what, text, "start it with `python -m tools.engines start kafka`")
+    return Unsupported(verb, what, f"the broker refused: {text}")
+
+
+# --- ownership registry ------------------------------------------------------------------------
+
+
+def ensure_registry(admin: AdminClient) -> None:
+    """Create the compacted marker topic once; concurrent creators are fine."""
+    topic = NewTopic(MARKER_TOPIC, 1, 1, config={"cleanup.policy": "compact"})
+    try:
+        admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT)[MARKER_TOPIC].result(timeout=REQUEST_TIMEOUT)
+    except KafkaException as err:
+        if error_code(err) != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise refusal(err, "create", f"the ownership registry {MARKER_TOPIC}") from err
+
+
+def read_markers(instance: SharedInstance, admin: AdminClient) -> dict[str, str]:
+    """Every live marker in the registry: key -> marker text (latest record per key wins)."""
+    topic = admin.list_topics(topic=MARKER_TOPIC, timeout=REQUEST_TIMEOUT).topics.get(MARKER_TOPIC)
+    if topic is None or topic.error is not None:
+        return {}
+    consumer = Consumer({
+        **client_settings(instance), "group.id": "devstack-provider", "enable.auto.commit": False,
+        "enable.partition.eof": True, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
+    })
+    try:
+        # assign() reads without joining the group: nothing is committed, nobody rebalances.
+        # Offset 0, not OFFSET_BEGINNING: the latter costs a ~0.5s offset lookup per read;
+        # compaction keeps the log start at 0, and "earliest" covers it if it ever moves.
+        consumer.assign([TopicPartition(MARKER_TOPIC, 0, 0)])
+        return _consume_to_end(instance, consumer)
+    finally:
+        consumer.close()
+
+
+def _consume_to_end(instance: SharedInstance, consumer: Consumer) -> dict[str, str]:
+    markers: dict[str, str] = {}
+    deadline = time.monotonic() + REQUEST_TIMEOUT
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                return markers
+            raise unavailable(instance, msg.error().str())
+        key = (msg.key() or b"").decode()
+        if msg.value() is None:
+            markers.pop(key, None)
+        else:
+            markers[key] = msg.value().decode()
+    raise unavailable(instance, f"reading {MARKER_TOPIC} did not finish within {REQUEST_TIMEOUT:.0f}s")
+
+
+def write_marker(instance: SharedInstance, key: str, marker: str | None) -> None:
+    """Record (or, with None, tombstone) one marker; returns once the broker has it."""
+    failed: list[KafkaError] = []
+    producer = Producer({**client_settings(instance), "acks": "all",
+                         "message.timeout.ms": int(REQUEST_TIMEOUT * 1000)})
+    producer.produce(MARKER_TOPIC, key=key.encode(), value=marker.encode() if marker else None,
+                     on_delivery=lambda err, _msg: failed.append(err) if err else None)
+    if producer.flush(REQUEST_TIMEOUT) or failed:
+        cause = failed[0].str() if failed else "delivery did not finish"
+        raise unavailable(instance, f"cannot record ownership in {MARKER_TOPIC}: {cause}")
+
+
+class KafkaKind(KindProvider):
+    """Shared by the Kafka kinds: name rules and owner-dependent checks run in check()."""
+
+    engine = ENGINE
+    #: The registry key prefix of this kind's markers.
+    marker_kind: ClassVar[str]
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return kafka_name(name, owner)
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """The base checks (identity, name rules, params), then those that compare with the previous inputs."""
+        result = super().check(olds, news)
+        failures = list(result.failures or [])
+        # These checks need a valid identity and valid params to say anything useful.
+        if any(f.property in ("name", "owner") or f.property.startswith("params") for f in failures):
+            return result
+        failures += self.check_params(result.inputs["params"], olds.get("params") or {})
+        return CheckResult(result.inputs, failures)
+
+    def check_params(self, params: dict[str, Any], old_params: Mapping[str, Any]) -> list[CheckFailure]:
+        """Checks that need the previous inputs (what the engine cannot undo)."""
+        return []
+
+    def marker_key(self, ident: Identity) -> str:
+        return f"{self.marker_kind}:{self.engine_name(ident.name, ident.owner)}"
+
+    def marked_owner(self, instance: SharedInstance, admin: AdminClient, ident: Identity) -> str | None:
+        return marker_owner(read_markers(instance, admin).get(self.marker_key(ident)))
+
+    def require_ours(self, instance: SharedInstance, admin: AdminClient, ident: Identity, what: str) -> None:
+        """Refuse to drop what the registry gives to someone else (a purge never drops another's)."""
+        holder = self.marked_owner(instance, admin, ident)
+        if holder != ident.owner:
+            raise Conflict("drop", what, f"the ownership registry gives it to {f'project {holder!r}' if holder else 'nobody'}",
+                           "nothing was dropped; remove it from the state with `pulumi state delete` if it is no longer ours")
+
+    def mark(self, instance: SharedInstance, admin: AdminClient, ident: Identity, stack: str) -> None:
+        """Write our marker unless the registry already holds exactly it."""
+        marker = ownership_marker(ident, stack)
+        if read_markers(instance, admin).get(self.marker_key(ident)) != marker:
+            ensure_registry(admin)
+            write_marker(instance, self.marker_key(ident), marker)
+
+
+# --- topic ----------------------------------------------------------------------------------
+
+
+class TopicSpec(BaseModel):
+    """Params of a `topic`. Replication factor is fixed; partitions only grow; configs update in place."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    partitions: int = Field(default=1, ge=1)
+    replication_factor: int = Field(default=1, ge=1, alias="replicationFactor")
+    #: Topic configs (retention.ms, cleanup.policy, ...), as Kafka names them.
+    config: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _config_as_text(cls, value: Any) -> Any:
+        # Kafka configs are text; YAML hands us numbers and booleans.
+        if not isinstance(value, dict):
+            return value
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+
+def describe_topic(admin: AdminClient, name: str, what: str) -> Any | None:
+    """The topic's description, or None when it does not exist."""
+    future = admin.describe_topics(TopicCollection([name]), request_timeout=REQUEST_TIMEOUT)[name]
+    try:
+        return future.result(timeout=REQUEST_TIMEOUT)
+    except KafkaException as err:
+        if error_code(err) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise refusal(err, "describe", what) from err
+
+
+def dynamic_configs(admin: AdminClient, name: str, what: str) -> dict[str, str]:
+    """The topic's own configs (those set on it, not inherited from the broker)."""
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    (future,) = admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT).values()
+    entries = result(future, "describe", what)
+    return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def topic_params(description: Any, configs: dict[str, str]) -> dict[str, Any]:
+    """The live topic in the form of TopicSpec's dump."""
+    partitions = description.partitions
+    return {
+        "partitions": len(partitions),
+        "replication_factor": len(partitions[0].replicas) if partitions else 0,
+        "config": configs,
+    }
+
+
+class Topic(KafkaKind):
+    """An owner-prefixed topic; its ownership marker lives in the registry topic."""
+
+    kind = "topic"
+    marker_kind = "topic"
+    Spec = TopicSpec
+    create_only = frozenset({"replication_factor"})
+    attributes = ("host", "port", "topic", "partitions")
+
+    def check_params(self, params: dict[str, Any], old_params: Mapping[str, Any]) -> list[CheckFailure]:
+        old = old_params.get("partitions")
+        # Pulumi hands numbers back as floats (3.0): compare values, report whole numbers.
+        if isinstance(old, (int, float)) and params["partitions"] < old:
+            return [CheckFailure("params.partitions", partitions_shrink(int(old), params["partitions"]))]
+        return []
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        admin = admin_client(instance)
+        description = describe_topic(admin, name, what)
+        if description is None:
+            return None
+        params = topic_params(description, dynamic_configs(admin, name, what))
+        return Observed(owner=self.marked_owner(instance, admin, ident), params=params,
+                        attributes={"topic": name, "partitions": params["partitions"]})
+
+    def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(spec, TopicSpec)
+        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        admin = admin_client(instance)
+        # Marker first: a crash before the topic exists leaves a harmless marker, never an unmarked topic.
+        self.mark(instance, admin, ident, props.get("stack", ""))
+        description = describe_topic(admin, name, what)
+        if description is None:
+            create_topic(admin, name, spec, what)
+        else:
+            live = topic_params(description, dynamic_configs(admin, name, what))
+            if live["replication_factor"] != spec.replication_factor:
+                raise Unsupported("create", what, f"it exists with replication_factor {live['replication_factor']} "
+                                  "and Kafka cannot change it in place here", "declare that value, or purge and re-create")
+            self._converge(admin, name, spec, live, what)
+        return self._attributes(instance, name, spec)
+
+    def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        spec = TopicSpec.model_validate(new.get("params") or {})
+        admin = admin_client(instance)
+        description = describe_topic(admin, name, what)
+        if description is None:
+            raise NotFound("update", what, "it no longer exists", "run `pulumi refresh`, then `pulumi up` to re-create it")
+        self._converge(admin, name, spec, topic_params(description, dynamic_configs(admin, name, what)), what)
+        self.mark(instance, admin, ident, new.get("stack", ""))
+        return self._attributes(instance, name, spec)
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        admin = admin_client(instance)
+        if describe_topic(admin, name, what) is None:
+            raise NotFound("drop", what, "it does not exist")
+        self.require_ours(instance, admin, ident, what)
+        result(admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT)[name], "drop", what)
+        # Deletion is asynchronous: return once the name is gone, so read and re-create agree.
+        wait_until(lambda: describe_topic(admin, name, what) is None, DELETE_WAIT)
+        write_marker(instance, self.marker_key(ident), None)
+
+    def _converge(self, admin: AdminClient, name: str, spec: TopicSpec, live: dict[str, Any], what: str) -> None:
+        """Grow partitions and set/remove topic configs; each step runs only when it changes something."""
+        if spec.partitions < live["partitions"]:
+            raise Unsupported("update", what, "params.partitions: " + partitions_shrink(live["partitions"], spec.partitions))
+        if spec.partitions > live["partitions"]:
+            future = admin.create_partitions([NewPartitions(name, spec.partitions)], request_timeout=REQUEST_TIMEOUT)[name]
+            result(future, "update", what, "partitions")
+        changes = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                   for k, v in sorted(spec.config.items()) if live["config"].get(k) != v]
+        changes += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for k in sorted(live["config"]) if k not in spec.config]
+        if changes:
+            resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=changes)
+            (future,) = admin.incremental_alter_configs([resource], request_timeout=REQUEST_TIMEOUT).values()
+            result(future, "update", what, "config")
+
+    @staticmethod
+    def _attributes(instance: SharedInstance, name: str, spec: TopicSpec) -> dict[str, Any]:
+        return {"host": instance.host, "port": instance.port, "topic": name, "partitions": spec.partitions}
+
+
+def partitions_shrink(have: int, want: int) -> str:
+    return (f"the topic has {have} partitions and {want} were asked for, but Kafka cannot remove partitions "
+            f"(keep partitions >= {have}, or delete the topic with purge and re-create it, e.g. under a new name)")
+
+
+def create_topic(admin: AdminClient, name: str, spec: TopicSpec, what: str) -> None:
+    """Create the topic, waiting (bounded) while a just-deleted topic of that name is still going away."""
+    deadline = time.monotonic() + DELETE_WAIT
+    while True:
+        topic = NewTopic(name, spec.partitions, spec.replication_factor, config=dict(spec.config))
+        future = admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT)[name]
+        try:
+            future.result(timeout=REQUEST_TIMEOUT)
+            return
+        except KafkaException as err:
+            pending = error_code(err) == KafkaError.TOPIC_ALREADY_EXISTS and describe_topic(admin, name, what) is None
+            if not pending:
+                raise refusal(err, "create", what, field_of(err)) from err
+            if time.monotonic() > deadline:
+                raise Unsupported("create", what, f"the topic was deleted but is still going away after {DELETE_WAIT:.0f}s",
+                                  "retry shortly") from err
+        time.sleep(0.5)
+
+
+def field_of(err: KafkaException) -> str:
+    return {KafkaError.INVALID_CONFIG: "config", KafkaError.INVALID_REPLICATION_FACTOR: "replicationFactor",
+            KafkaError.INVALID_PARTITIONS: "partitions"}.get(error_code(err) or 0, "")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return  # the broker will finish on its own; the caller's next call re-checks
+        time.sleep(0.2)
+
+
+# --- acl ----------------------------------------------------------------------------------------
+
+TopicOperation = Literal["read", "write", "describe", "create", "delete", "alter", "describe_configs", "alter_configs", "all"]
+GroupOperation = Literal["read", "describe", "delete"]
+
+
+class AclSpec(BaseModel):
+    """Params of an `acl`: what the project's principal may do on its topics and consumer groups."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    operations: list[TopicOperation] = Field(
+        default_factory=lambda: ["read", "write", "describe"], min_length=1, validate_default=True)
+    group_operations: list[GroupOperation] = Field(
+        default_factory=lambda: ["read", "describe"], alias="groupOperations", validate_default=True)
+
+    @field_validator("operations", "group_operations")
+    @classmethod
+    def _as_set(cls, value: list[str]) -> list[str]:
+        # Order and repeats mean nothing to Kafka: keep one canonical form so diff and read agree.
+        return sorted(set(value))
+
+
+def acl_patterns(owner: str) -> list[tuple[ResourceType, str, ResourcePatternType]]:
+    """The resources a project's principal is granted on: its prefix, and its bare default name."""
+    return [
+        (restype, name, pattern)
+        for restype in (ResourceType.TOPIC, ResourceType.GROUP)
+        for name, pattern in ((owner_prefix(owner), ResourcePatternType.PREFIXED), (owner, ResourcePatternType.LITERAL))
+    ]
+
+
+def wanted_bindings(owner: str, principal: str, spec: AclSpec) -> set[AclBinding]:
+    bindings = set()
+    for restype, name, pattern in acl_patterns(owner):
+        operations = spec.operations if restype == ResourceType.TOPIC else spec.group_operations
+        bindings |= {AclBinding(restype, name, pattern, f"User:{principal}", "*", AclOperation[op.upper()],
+                                AclPermissionType.ALLOW) for op in operations}
+    return bindings
+
+
+def live_bindings(admin: AdminClient, owner: str, principal: str, what: str) -> set[AclBinding]:
+    """The principal's bindings on the project's own patterns (other grants are not ours to manage)."""
+    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{principal}", None,
+                           AclOperation.ANY, AclPermissionType.ANY)
+    found = result(admin.describe_acls(flt, request_timeout=REQUEST_TIMEOUT), "describe ACLs of", what)
+    ours = {(r, n, p) for r, n, p in acl_patterns(owner)}
+    return {b for b in found if (b.restype, b.name, b.resource_pattern_type) in ours}
+
+
+def acl_params(owner: str, bindings: set[AclBinding]) -> dict[str, Any]:
+    """Operations granted on every one of the kind's patterns, in the form of AclSpec's dump."""
+
+    def granted(restype: ResourceType) -> list[str]:
+        per_pattern = [
+            {b.operation.name.lower() for b in bindings
+             if (b.restype, b.name, b.resource_pattern_type) == (r, n, p) and b.permission_type == AclPermissionType.ALLOW}
+            for r, n, p in acl_patterns(owner) if r == restype
+        ]
+        return sorted(set.intersection(*per_pattern))
+
+    return {"operations": granted(ResourceType.TOPIC), "group_operations": granted(ResourceType.GROUP)}
+
+
+def has_credential(admin: AdminClient, principal: str, what: str) -> bool:
+    future = admin.describe_user_scram_credentials([principal], request_timeout=REQUEST_TIMEOUT)[principal]
+    try:
+        return bool(future.result(timeout=REQUEST_TIMEOUT).scram_credential_infos)
+    except KafkaException as err:
+        if error_code(err) == KafkaError.RESOURCE_NOT_FOUND:
+            return False
+        raise refusal(err, "describe the credential of", what) from err
+
+
+def set_password(admin: AdminClient, principal: str, password: str, what: str) -> None:
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+    upsert = UserScramCredentialUpsertion(principal, info, password.encode())
+    result(admin.alter_user_scram_credentials([upsert], request_timeout=REQUEST_TIMEOUT)[principal], "set the credential of", what)
+
+
+class Acl(KafkaKind):
+    """A SCRAM-SHA-512 principal with prefixed ACLs on the project's topics and consumer groups.
+
+    The principal is `User:<owner>` (or `User:<owner>.<name>` for another
+    declaration); its grants cover topics and groups named `<owner>.*` and the
+    bare `<owner>`, and nothing else, on a broker that denies by default.
+    """
+
+    kind = "acl"
+    marker_kind = "acl"
+    Spec = AclSpec
+    attributes = ("host", "port", "user", "password", "principal", "prefix")
+    secret_outputs = ("password",)
+    # Grants are made once the project's topics exist and revoked before any is dropped.
+    after_kinds = ("topic",)
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        principal, what = self.engine_name(ident.name, ident.owner), f"acl {ident}"
+        admin = admin_client(instance)
+        # Without its credential the principal cannot log in: the resource is gone.
+        if not has_credential(admin, principal, what):
+            return None
+        bindings = live_bindings(admin, ident.owner, principal, what)
+        return Observed(owner=self.marked_owner(instance, admin, ident), params=acl_params(ident.owner, bindings),
+                        attributes={"user": principal, "principal": f"User:{principal}"})
+
+    def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(spec, AclSpec)
+        principal = self.engine_name(ident.name, ident.owner)
+        password = password_for(ident, principal, props.get("credentials", "predictable"))
+        admin = admin_client(instance)
+        self.mark(instance, admin, ident, props.get("stack", ""))
+        set_password(admin, principal, password, f"acl {ident}")
+        self._converge(admin, ident, principal, spec)
+        return self._attributes(instance, ident, principal, password)
+
+    def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        principal = self.engine_name(ident.name, ident.owner)
+        previous = old.get("password") if old.get("credentials") == new.get("credentials") else None
+        password = password_for(ident, principal, new.get("credentials", "predictable"), previous)
+        admin = admin_client(instance)
+        if password != old.get("password") or not has_credential(admin, principal, f"acl {ident}"):
+            set_password(admin, principal, password, f"acl {ident}")
+        self._converge(admin, ident, principal, AclSpec.model_validate(new.get("params") or {}))
+        self.mark(instance, admin, ident, new.get("stack", ""))
+        return self._attributes(instance, ident, principal, password)
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        principal, what = self.engine_name(ident.name, ident.owner), f"acl {ident}"
+        admin = admin_client(instance)
+        bindings = live_bindings(admin, ident.owner, principal, what)
+        exists = has_credential(admin, principal, what)
+        if not (exists or bindings):
+            raise NotFound("drop", what, "neither its credential nor its ACLs exist")
+        self.require_ours(instance, admin, ident, what)
+        self._revoke(admin, bindings, what)
+        if exists:
+            deletion = UserScramCredentialDeletion(principal, ScramMechanism.SCRAM_SHA_512)
+            result(admin.alter_user_scram_credentials([deletion], request_timeout=REQUEST_TIMEOUT)[principal], "drop", what)
+        write_marker(instance, self.marker_key(ident), None)
+
+    def _converge(self, admin: AdminClient, ident: Identity, principal: str, spec: AclSpec) -> None:
+        """Grant what the spec lists and revoke what it does not, on the project's patterns only."""
+        what = f"acl {ident}"
+        live = live_bindings(admin, ident.owner, principal, what)
+        wanted = wanted_bindings(ident.owner, principal, spec)
+        if wanted - live:
+            for future in admin.create_acls(sorted(wanted - live), request_timeout=REQUEST_TIMEOUT).values():
+                result(future, "grant", what)
+        self._revoke(admin, live - wanted, what)
+        if wanted != live:
+            # The controller has committed the change; the broker's authorizer applies it
+            # a moment later. Return when it has, so the principal works (and read agrees).
+            wait_until(lambda: live_bindings(admin, ident.owner, principal, what) == wanted, REQUEST_TIMEOUT)
+
+    @staticmethod
+    def _revoke(admin: AdminClient, bindings: set[AclBinding], what: str) -> None:
+        if not bindings:
+            return
+        filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                                    b.permission_type) for b in sorted(bindings)]
+        for future in admin.delete_acls(filters, request_timeout=REQUEST_TIMEOUT).values():
+            result(future, "revoke", what)
+
+    @staticmethod
+    def _attributes(instance: SharedInstance, ident: Identity, principal: str, password: str) -> dict[str, Any]:
+        return {"host": instance.host, "port": instance.port, "user": principal, "password": password,
+                "principal": f"User:{principal}", "prefix": owner_prefix(ident.owner)}
+
+
+#: The kinds this engine's provider serves: the single source of kinds for validation.
+KINDS: dict[str, type[KindProvider]] = {"topic": Topic, "acl": Acl}
+

@@ -1,0 +1,706 @@
+"""NATS JetStream: per-project streams, durable consumers and KV buckets.
+
+Names: a project's default declaration (name == owner) maps to `<owner>`,
+any other to `<owner>_<name>`; KV buckets live in the stream `KV_<bucket>`.
+Subjects: every stream's subjects stay under the owner's prefix `<owner>.>`
+(check() refuses anything else), so one project's streams never capture
+another project's messages.
+
+Ownership: the marker goes into the stream's (and consumer's) `metadata`
+as `devstack.managed-by`, `devstack.owner` and `devstack.stack` (server 2.10+).
+
+nats-py is asyncio while the provider verbs are synchronous: each verb runs
+one coroutine on a private event loop with a connection that lives only for
+that call, so the pickled provider never holds a connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, AsyncIterator, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
+
+import nats
+import nats.errors
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    ConsumerInfo,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    StreamInfo,
+)
+from nats.js.errors import APIError
+from nats.js.errors import NotFoundError as NatsNotFound
+from pulumi.dynamic import CheckFailure, CheckResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.identity import Identity
+from providers.instances import SharedInstance
+
+ENGINE = "nats"
+#: The server refuses longer stream names ("maximum allowed is 255"); KV adds "KV_".
+MAX_NAME = 255
+KV_STREAM_PREFIX = "KV_"
+# Lowercase only: JetStream stores a stream under a directory of its name, and
+# on a case-insensitive filesystem "Shop" and "shop" would share one.
+_NAME = re.compile(r"^[a-z0-9_-]+$")
+_NAME_RULE = (
+    "NATS names (streams, consumers, KV buckets) use lowercase letters, digits, '-' and '_' only: "
+    "no '.', '*', '>', spaces or path separators"
+)
+MARKER_PREFIX = "devstack."
+#: The server's default duplicate window (seconds); it may not exceed max age.
+DUPLICATE_WINDOW = 120.0
+CONNECT_TIMEOUT = 5
+API_TIMEOUT = 10.0
+
+#: Server features by version (major, minor), read in one place.
+FEATURES = {
+    "metadata": lambda version: version >= (2, 10),
+    "consumer_filter_update": lambda version: version >= (2, 10),
+}
+
+T = TypeVar("T")
+
+
+# --- names and subjects ----------------------------------------------------
+
+
+def nats_name(name: str, owner: str, limit: int = MAX_NAME) -> str:
+    """`<owner>` for the default declaration, else `<owner>_<name>`; InvalidSpec names the broken rule."""
+    mapped = owner if name == owner else f"{owner}_{name}"
+    for part, value in (("owner", owner), ("name", name)):
+        if not _NAME.match(value):
+            raise InvalidSpec("map", f"{part} {value!r}", _NAME_RULE)
+    if len(mapped) > limit:
+        raise InvalidSpec("map", repr(mapped), f"NATS names here are at most {limit} characters")
+    return mapped
+
+
+def owner_subjects(owner: str) -> str:
+    """The subject space a project owns: everything under `<owner>.`."""
+    return f"{owner}.>"
+
+
+def default_subjects(name: str, owner: str) -> list[str]:
+    """`<owner>.>` for the default stream; `<owner>.<name>.>` for others, so two streams never overlap."""
+    return [owner_subjects(owner)] if name == owner else [f"{owner}.{name}.>"]
+
+
+def subject_error(subject: str) -> str | None:
+    """Why `subject` is not a valid NATS subject (filter), or None."""
+    if not subject or any(c.isspace() for c in subject):
+        return "a subject is non-empty and has no whitespace"
+    tokens = subject.split(".")
+    if any(not t for t in tokens):
+        return "a subject has no empty tokens (no leading, trailing or double '.')"
+    if any(("*" in t or ">" in t) and t not in ("*", ">") for t in tokens):
+        return "'*' and '>' are whole tokens only"
+    if ">" in tokens[:-1]:
+        return "'>' may only be the last token"
+    return None
+
+
+def subject_within(subject: str, pattern: str) -> bool:
+    """True when every subject `subject` matches is also matched by `pattern`."""
+    have, want = subject.split("."), pattern.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or have[i] == ">":
+            return False
+        if token != "*" and have[i] != token:
+            return False
+    return len(have) == len(want)
+
+
+def subjects_failures(field: str, subjects: list[str], owner: str) -> list[CheckFailure]:
+    """The tenant check: every subject must be valid and inside `<owner>.>`."""
+    failures = []
+    for subject in subjects:
+        problem = subject_error(subject)
+        if problem is None and not subject_within(subject, owner_subjects(owner)):
+            problem = f"{subject!r} is outside the project's subjects {owner_subjects(owner)!r}"
+        elif problem is not None:
+            problem = f"{subject!r}: {problem}"
+        if problem:
+            failures.append(CheckFailure(field, problem))
+    return failures
+
+
+# --- ownership ----------------------------------------------------------------
+
+
+def marker_metadata(ident: Identity, stack: str) -> dict[str, str]:
+    """The ownership marker as metadata entries (`devstack.owner`, ...)."""
+    return {MARKER_PREFIX + key: value for key, value in json.loads(ownership_marker(ident, stack)).items()}
+
+
+def metadata_owner(metadata: dict[str, str] | None) -> str | None:
+    """The owner recorded in a stream's or consumer's metadata, or None when it is not ours."""
+    marker = {k[len(MARKER_PREFIX):]: v for k, v in (metadata or {}).items() if k.startswith(MARKER_PREFIX)}
+    return marker_owner(json.dumps(marker))
+
+
+def with_marker(live: dict[str, str] | None, marker: dict[str, str]) -> dict[str, str]:
+    """Keep foreign metadata keys (the server's `_nats.*`), replace ours."""
+    kept = {k: v for k, v in (live or {}).items() if not k.startswith(MARKER_PREFIX)}
+    return {**kept, **marker}
+
+
+# --- connection -----------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """One admin connection's JetStream context and the server version."""
+
+    js: JetStreamContext
+    version: tuple[int, int]
+
+
+@asynccontextmanager
+async def admin_session(instance: SharedInstance) -> AsyncIterator[Session]:
+    """An admin connection for one call; EngineUnavailable when the server does not answer."""
+    seen: list[Exception] = []
+
+    async def remember(err: Exception) -> None:
+        # nats-py reports why each attempt failed only here; its final error just says "no servers".
+        seen.append(err)
+
+    try:
+        nc = await nats.connect(
+            servers=[f"nats://{instance.address}"],
+            user=instance.admin_user,
+            password=instance.password(),
+            allow_reconnect=False,
+            # Without a bound, the first connect retries for max_reconnect_attempts x 2s (two minutes).
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0.2,
+            connect_timeout=CONNECT_TIMEOUT,
+            error_cb=remember,
+        )
+    except (nats.errors.Error, OSError, asyncio.TimeoutError) as err:
+        cause = seen[-1] if seen else err
+        # The server's refusal arrives as a plain protocol error naming it.
+        rejected = isinstance(cause, nats.errors.AuthorizationError) or "authorization violation" in str(cause).lower()
+        raise EngineUnavailable(
+            "connect to",
+            f"nats instance {instance.name!r} at {instance.address}",
+            str(cause) or type(cause).__name__,
+            # `start` rewrites the server's config with the stack's admin credential.
+            "the admin credential does not match the server's; run `python -m tools.engines start nats`"
+            if rejected else "start it with `python -m tools.engines start nats`",
+        ) from err
+    try:
+        server = nc.connected_server_version
+        session = Session(js=nc.jetstream(timeout=API_TIMEOUT), version=(server.major, server.minor))
+        if not FEATURES["metadata"](session.version):
+            raise Unsupported(
+                "manage", f"nats instance {instance.name!r}",
+                f"server {server} has no stream metadata for the ownership marker", "use nats-server 2.10 or newer",
+            )
+        yield session
+    finally:
+        await nc.close()
+
+
+def run_private(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion on an event loop of its own, then close that loop.
+
+    Unlike asyncio.run, this never sets or clears the calling thread's current
+    loop, so code in the same thread that relies on it (Pulumi's runtime, an
+    async caller) is left as it was. Inside a running loop it uses a thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(coroutine)
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run_private, coroutine).result()
+
+
+def run(instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
+    """Run `work` with an admin session (one connection, one private loop) and return its result."""
+
+    async def main() -> T:
+        async with admin_session(instance) as session:
+            return await work(session)
+
+    return run_private(main())
+
+
+#: JetStream error codes whose cause is the declaration, not the server.
+_SPEC_ERRORS = {
+    10065: "its subjects overlap those of another stream; give each stream its own subjects under the project's prefix",
+    10074: "replicas > 1 needs a clustered server; this one is a single server",
+}
+
+
+@contextmanager
+def api_errors(verb: str, what: str) -> Iterator[None]:
+    """Turn JetStream API refusals into typed errors that say what to change."""
+    try:
+        yield
+    except APIError as err:
+        if isinstance(err, NatsNotFound):
+            raise NotFound(verb, what, err.description or "not found") from err
+        hint = _SPEC_ERRORS.get(err.err_code or 0, "change the declaration; retrying will not help")
+        raise InvalidSpec(verb, what, f"the server refused: {err.description}", hint) from err
+
+
+def _value(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+async def stream_info(js: JetStreamContext, name: str) -> StreamInfo | None:
+    try:
+        return await js.stream_info(name)
+    except NatsNotFound:
+        return None
+
+
+def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, Any], fixed: frozenset[str]) -> None:
+    """Refuse to adopt a resource whose create-only params differ (the engine cannot change them)."""
+    for key in sorted(fixed):
+        if key in live and live[key] != wanted.get(key):
+            raise Unsupported(
+                verb, what,
+                f"it exists with {key} {live[key]!r} and {key} cannot change in place",
+                f"declare {key}: {live[key]!r}, or delete it with purge and create it again",
+            )
+
+
+async def delete_owned_stream(js: JetStreamContext, name: str, ident: Identity, what: str) -> None:
+    """Delete a stream only when its metadata names the resource's owner: a purge never drops someone else's."""
+    info = await stream_info(js, name)
+    if info is None:
+        raise NotFound("drop", what, "it does not exist")
+    holder = metadata_owner(info.config.metadata)
+    if holder != ident.owner:
+        raise Conflict("drop", what, f"{name!r} now belongs to {f'project {holder!r}' if holder else 'something devstack does not manage'}",
+                       "nothing was dropped; remove it from the state with `pulumi state delete` if it is no longer ours")
+    await js.delete_stream(name)
+
+
+def duplicate_window(max_age: int) -> float:
+    return min(DUPLICATE_WINDOW, float(max_age)) if max_age else DUPLICATE_WINDOW
+
+
+# --- kinds -------------------------------------------------------------------------
+
+
+class NatsKind(KindProvider):
+    """Shared by the NATS kinds: names are checked at check() time, plus a per-kind tenant check."""
+
+    engine = ENGINE
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return nats_name(name, owner)
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """The base checks (identity, name rules, params), then the owner-dependent ones."""
+        result = super().check(olds, news)
+        failures = list(result.failures or [])
+        # Owner-dependent checks need a valid identity and valid params to say anything useful.
+        if any(f.property in ("name", "owner") or f.property.startswith("params") for f in failures):
+            return result
+        name, owner = str(news["name"]), str(news["owner"])
+        failures += self.check_params(name, owner, result.inputs["params"])
+        return CheckResult(result.inputs, failures)
+
+    def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
+        """Owner-dependent checks of validated params; may fill in owner-derived defaults."""
+        return []
+
+    @staticmethod
+    def _base_attributes(instance: SharedInstance) -> dict[str, Any]:
+        return {"host": instance.host, "port": instance.port}
+
+
+class StreamSpec(BaseModel):
+    """Params of a `stream`. Retention and storage are fixed at creation; the rest update in place."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: Default (filled in by check): `<owner>.>`, or `<owner>.<name>.>` for a named stream.
+    subjects: list[str] | None = Field(default=None, min_length=1)
+    retention: Literal["limits", "interest", "workqueue"] = "limits"
+    storage: Literal["file", "memory"] = "file"
+    max_age: int = Field(default=0, ge=0, alias="maxAge", description="seconds; 0 = unlimited")
+    max_bytes: int = Field(default=-1, ge=-1, alias="maxBytes", description="-1 = unlimited")
+    max_msgs: int = Field(default=-1, ge=-1, alias="maxMsgs", description="-1 = unlimited")
+    replicas: int = Field(default=1, ge=1, le=5)
+
+
+def stream_params(config: StreamConfig) -> dict[str, Any]:
+    """The live stream config in the form of StreamSpec's dump."""
+    return {
+        "subjects": list(config.subjects or []),
+        "retention": _value(config.retention),
+        "storage": _value(config.storage),
+        "max_age": round(config.max_age or 0),
+        "max_bytes": config.max_bytes,
+        "max_msgs": config.max_msgs,
+        "replicas": config.num_replicas,
+    }
+
+
+class Stream(NatsKind):
+    """A JetStream stream on the owner's subjects, marked with the owner in its metadata."""
+
+    kind = "stream"
+    Spec = StreamSpec
+    # The server refuses storage changes and retention changes to/from workqueue
+    # (limits <-> interest it allows since 2.10, but one rule is simpler to reason about).
+    create_only = frozenset({"retention", "storage"})
+    attributes = ("host", "port", "stream", "subjects")
+
+    def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
+        if params.get("subjects") is None:
+            params["subjects"] = default_subjects(name, owner)
+        return subjects_failures("params.subjects", params["subjects"], owner)
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        name = self.engine_name(ident.name, ident.owner)
+        info = run(instance, lambda s: stream_info(s.js, name))
+        if info is None:
+            return None
+        params = stream_params(info.config)
+        return Observed(
+            owner=metadata_owner(info.config.metadata),
+            params=params,
+            attributes={"stream": name, "subjects": ",".join(params["subjects"])},
+        )
+
+    def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(spec, StreamSpec)
+        return self._ensure(instance, ident, spec, props.get("stack", ""))
+
+    def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        return self._ensure(instance, ident, StreamSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        name, what = self.engine_name(ident.name, ident.owner), f"stream {ident}"
+        with api_errors("drop", what):
+            run(instance, lambda s: delete_owned_stream(s.js, name, ident, what))
+
+    def _ensure(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str) -> dict[str, Any]:
+        """Create the stream, or bring an existing one of ours to `spec`; a no-op when it already matches."""
+        name = self.engine_name(ident.name, ident.owner)
+        subjects = spec.subjects or default_subjects(ident.name, ident.owner)
+        marker = marker_metadata(ident, stack)
+
+        async def work(session: Session) -> StreamInfo:
+            info = await stream_info(session.js, name)
+            live = info.config if info else StreamConfig(
+                name=name, retention=RetentionPolicy(spec.retention), storage=StorageType(spec.storage),
+                discard=DiscardPolicy.OLD,
+            )
+            if info is not None:
+                require_same("create", f"stream {ident}", stream_params(live), spec.model_dump(), self.create_only)
+            wanted = live.evolve(
+                subjects=subjects, max_age=float(spec.max_age), max_bytes=spec.max_bytes, max_msgs=spec.max_msgs,
+                num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.max_age),
+                metadata=with_marker(live.metadata, marker),
+            )
+            if info is None:
+                return await session.js.add_stream(wanted)
+            if stream_params(wanted) == stream_params(live) and wanted.metadata == live.metadata:
+                return info  # already converged: change nothing
+            return await session.js.update_stream(wanted)
+
+        with api_errors("create", f"stream {ident}"):
+            info = run(instance, work)
+        return {**self._base_attributes(instance), "stream": name, "subjects": ",".join(info.config.subjects or [])}
+
+
+class ConsumerSpec(BaseModel):
+    """Params of a durable pull `consumer` bound to one of the project's streams."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: The `name` of a stream declaration of the same project.
+    stream: str = Field(min_length=1)
+    filter_subject: str | None = Field(default=None, alias="filterSubject")
+    deliver_policy: Literal["all", "last", "new", "last_per_subject"] = Field(default="all", alias="deliverPolicy")
+    ack_policy: Literal["explicit", "all", "none"] = Field(default="explicit", alias="ackPolicy")
+    ack_wait: int = Field(default=30, ge=1, alias="ackWait", description="seconds")
+    max_deliver: int = Field(default=-1, ge=-1, alias="maxDeliver", description="-1 = unlimited")
+    description: str = ""
+
+
+def consumer_params(config: ConsumerConfig, stream_decl: str) -> dict[str, Any]:
+    """The live consumer config in the form of ConsumerSpec's dump."""
+    return {
+        "stream": stream_decl,
+        "filter_subject": config.filter_subject or None,
+        "deliver_policy": _value(config.deliver_policy),
+        "ack_policy": _value(config.ack_policy),
+        "ack_wait": round(config.ack_wait or 0),
+        "max_deliver": config.max_deliver,
+        "description": config.description or "",
+    }
+
+
+def stream_declaration(stream: str, owner: str) -> str:
+    """Invert nats_name for a stream of `owner`: the declaration name it came from."""
+    return owner if stream == owner else stream.removeprefix(f"{owner}_")
+
+
+async def owner_streams(js: JetStreamContext, owner: str) -> list[StreamInfo]:
+    """The streams whose metadata names `owner` (and whose names are in its namespace)."""
+    found, offset = [], 0
+    while page := await js.streams_info(offset):
+        offset += len(page)
+        found += [
+            info for info in page
+            if (info.config.name == owner or (info.config.name or "").startswith(f"{owner}_"))
+            and metadata_owner(info.config.metadata) == owner
+        ]
+    return found
+
+
+async def find_consumer(js: JetStreamContext, owner: str, name: str) -> tuple[StreamInfo, ConsumerInfo] | None:
+    """The consumer `name` in one of the owner's streams, with that stream; None when there is none."""
+    for info in await owner_streams(js, owner):
+        try:
+            return info, await js.consumer_info(info.config.name or "", name)
+        except NatsNotFound:
+            continue
+    return None
+
+
+class Consumer(NatsKind):
+    """A durable pull consumer on one of the owner's streams, filter inside that stream's subjects.
+
+    What the server (2.15, checked) allows in place: description, max deliver,
+    ack wait and filter subject (2.10+). Deliver policy and ack policy it
+    refuses ("can not be updated"), so they replace; the durable name is the
+    identity and the stream is what the consumer lives in: both replace.
+    The server does not check that the filter lies inside the stream's
+    subjects; this provider does, against the live stream.
+    """
+
+    kind = "consumer"
+    Spec = ConsumerSpec
+    create_only = frozenset({"stream", "deliver_policy", "ack_policy"})
+    attributes = ("host", "port", "stream", "consumer")
+    references: ClassVar[dict[str, str]] = {"stream": "stream"}
+
+    def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
+        failures = []
+        try:
+            Stream.engine_name(params["stream"], owner)
+        except InvalidSpec as err:
+            failures.append(CheckFailure("params.stream", str(err)))
+        if params.get("filter_subject") is not None:
+            failures += subjects_failures("params.filterSubject", [params["filter_subject"]], owner)
+        return failures
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        name = self.engine_name(ident.name, ident.owner)
+        found = run(instance, lambda s: find_consumer(s.js, ident.owner, name))
+        if found is None:
+            return None
+        stream, info = found
+        stream_name = stream.config.name or ""
+        return Observed(
+            owner=metadata_owner(info.config.metadata),
+            params=consumer_params(info.config, stream_declaration(stream_name, ident.owner)),
+            attributes={"stream": stream_name, "consumer": name},
+        )
+
+    def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(spec, ConsumerSpec)
+        return self._ensure(instance, ident, spec, props.get("stack", ""), adopting=True)
+
+    def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        spec = ConsumerSpec.model_validate(new.get("params") or {})
+        return self._ensure(instance, ident, spec, new.get("stack", ""), adopting=False)
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        name = self.engine_name(ident.name, ident.owner)
+
+        async def work(session: Session) -> None:
+            found = await find_consumer(session.js, ident.owner, name)
+            if found is None:
+                raise NotFound("drop", f"consumer {ident}", "it does not exist")
+            if metadata_owner(found[1].config.metadata) != ident.owner:
+                raise Conflict("drop", f"consumer {ident}", "it carries no marker of this project",
+                               "nothing was dropped; remove it from the state with `pulumi state delete`")
+            await session.js.delete_consumer(found[0].config.name or "", name)
+
+        with api_errors("drop", f"consumer {ident}"):
+            run(instance, work)
+
+    def _ensure(self, instance: SharedInstance, ident: Identity, spec: ConsumerSpec, stack: str, adopting: bool) -> dict[str, Any]:
+        """Create the consumer, or converge an existing one of ours; a no-op when it already matches."""
+        name, what = self.engine_name(ident.name, ident.owner), f"consumer {ident}"
+        stream = Stream.engine_name(spec.stream, ident.owner)
+        marker = marker_metadata(ident, stack)
+
+        async def work(session: Session) -> None:
+            info = await self._bound_stream(session.js, ident, spec, stream)
+            existing = await find_consumer(session.js, ident.owner, name)
+            live = existing[1].config if existing else None
+            if existing is not None:
+                self._require_changeable(existing, ident, spec, session.version, adopting)
+            wanted = self._config(name, spec, with_marker(live.metadata if live else None, marker))
+            if live is not None and consumer_params(wanted, spec.stream) == consumer_params(live, spec.stream) \
+                    and wanted.metadata == live.metadata:
+                return  # already converged: change nothing
+            # Same name and stream: the server treats this as an update of the durable consumer.
+            await session.js.add_consumer(info.config.name or stream, wanted)
+
+        with api_errors("create", what):
+            run(instance, work)
+        return {**self._base_attributes(instance), "stream": stream, "consumer": name}
+
+    def _require_changeable(self, existing: tuple[StreamInfo, ConsumerInfo], ident: Identity, spec: ConsumerSpec,
+                            version: tuple[int, int], adopting: bool) -> None:
+        """Refuse what the server cannot change in place, naming the field and its live value."""
+        what = f"consumer {ident}"
+        stream, info = existing
+        live = consumer_params(info.config, stream_declaration(stream.config.name or "", ident.owner))
+        if adopting:
+            require_same("create", what, live, spec.model_dump(), self.create_only)
+        if live["filter_subject"] != spec.filter_subject and not FEATURES["consumer_filter_update"](version):
+            raise Unsupported("update", what, "this server cannot change a consumer's filter subject",
+                              "use nats-server 2.10+, or delete the consumer with purge and re-create it")
+
+    @staticmethod
+    async def _bound_stream(js: JetStreamContext, ident: Identity, spec: ConsumerSpec, stream: str) -> StreamInfo:
+        """The owner's stream the consumer binds to, with the filter checked against its subjects."""
+        what = f"consumer {ident}"
+        info = await stream_info(js, stream)
+        if info is None:
+            raise NotFound("create", what, f"its stream {spec.stream!r} ({stream}) does not exist",
+                           "declare that stream in the same project")
+        if metadata_owner(info.config.metadata) != ident.owner:
+            raise Conflict("create", what, f"stream {stream!r} does not belong to project {ident.owner!r}",
+                           "bind the consumer to a stream the project declares")
+        subjects = info.config.subjects or []
+        if spec.filter_subject and not any(subject_within(spec.filter_subject, s) for s in subjects):
+            raise InvalidSpec("create", what, f"params.filterSubject {spec.filter_subject!r} is outside the subjects "
+                              f"of stream {stream!r} ({', '.join(subjects)})", "filter on one of the stream's subjects")
+        return info
+
+    @staticmethod
+    def _config(name: str, spec: ConsumerSpec, metadata: dict[str, str]) -> ConsumerConfig:
+        return ConsumerConfig(
+            name=name, durable_name=name, description=spec.description or None,
+            deliver_policy=DeliverPolicy(spec.deliver_policy), ack_policy=AckPolicy(spec.ack_policy),
+            ack_wait=float(spec.ack_wait), max_deliver=spec.max_deliver,
+            filter_subject=spec.filter_subject, metadata=metadata,
+        )
+
+
+class KvSpec(BaseModel):
+    """Params of a `kv` bucket. Storage is fixed at creation; the server updates the rest in place (2.15, checked)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    history: int = Field(default=1, ge=1, le=64, description="values kept per key")
+    ttl: int = Field(default=0, ge=0, description="seconds a value lives; 0 = forever")
+    max_bytes: int = Field(default=-1, ge=-1, alias="maxBytes", description="-1 = unlimited")
+    storage: Literal["file", "memory"] = "file"
+    replicas: int = Field(default=1, ge=1, le=5)
+
+
+def kv_params(config: StreamConfig) -> dict[str, Any]:
+    """The live KV stream config in the form of KvSpec's dump."""
+    return {
+        "history": config.max_msgs_per_subject,
+        "ttl": round(config.max_age or 0),
+        "max_bytes": config.max_bytes,
+        "storage": _value(config.storage),
+        "replicas": config.num_replicas,
+    }
+
+
+class Kv(NatsKind):
+    """A KV bucket: the stream `KV_<bucket>` laid out as nats clients expect, marked in its metadata."""
+
+    kind = "kv"
+    Spec = KvSpec
+    create_only = frozenset({"storage"})
+    attributes = ("host", "port", "bucket")
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        return nats_name(name, owner, limit=MAX_NAME - len(KV_STREAM_PREFIX))
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        bucket = self.engine_name(ident.name, ident.owner)
+        info = run(instance, lambda s: stream_info(s.js, KV_STREAM_PREFIX + bucket))
+        if info is None:
+            return None
+        return Observed(owner=metadata_owner(info.config.metadata), params=kv_params(info.config),
+                        attributes={"bucket": bucket})
+
+    def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(spec, KvSpec)
+        return self._ensure(instance, ident, spec, props.get("stack", ""))
+
+    def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        return self._ensure(instance, ident, KvSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        stream, what = KV_STREAM_PREFIX + self.engine_name(ident.name, ident.owner), f"kv {ident}"
+        with api_errors("drop", what):
+            run(instance, lambda s: delete_owned_stream(s.js, stream, ident, what))
+
+    def _ensure(self, instance: SharedInstance, ident: Identity, spec: KvSpec, stack: str) -> dict[str, Any]:
+        bucket = self.engine_name(ident.name, ident.owner)
+        marker = marker_metadata(ident, stack)
+
+        async def work(session: Session) -> None:
+            info = await stream_info(session.js, KV_STREAM_PREFIX + bucket)
+            live = info.config if info else self._new_config(bucket, spec)
+            if info is not None:
+                require_same("create", f"kv {ident}", kv_params(live), spec.model_dump(), self.create_only)
+            wanted = live.evolve(
+                max_msgs_per_subject=spec.history, max_age=float(spec.ttl), max_bytes=spec.max_bytes,
+                num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.ttl),
+                metadata=with_marker(live.metadata, marker),
+            )
+            if info is None:
+                await session.js.add_stream(wanted)
+            elif kv_params(wanted) != kv_params(live) or wanted.metadata != live.metadata:
+                await session.js.update_stream(wanted)
+
+        with api_errors("create", f"kv {ident}"):
+            run(instance, work)
+        return {**self._base_attributes(instance), "bucket": bucket}
+
+    @staticmethod
+    def _new_config(bucket: str, spec: KvSpec) -> StreamConfig:
+        """The KV stream layout nats clients (nats.go, nats-py) create and expect."""
+        return StreamConfig(
+            name=KV_STREAM_PREFIX + bucket, subjects=[f"$KV.{bucket}.>"], storage=StorageType(spec.storage),
+            allow_rollup_hdrs=True, allow_direct=True, deny_delete=True, discard=DiscardPolicy.NEW,
+            max_consumers=-1, max_msgs=-1, max_msg_size=-1,
+        )
+
+
+#: The kinds this engine's provider serves: the single source of kinds for validation.
+KINDS: dict[str, type[KindProvider]] = {"stream": Stream, "consumer": Consumer, "kv": Kv}

@@ -1,0 +1,505 @@
+"""The kafka `topic` and `acl` kinds against the real local broker (KRaft, SASL/SCRAM, StandardAuthorizer)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from pydantic import SecretStr
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
+from providers.kafka import MARKER_TOPIC, Acl, Topic, kafka_name, read_markers, write_marker
+from tests.engines.conftest import props
+
+BOOTSTRAP = "127.0.0.1:49092"
+TIMEOUT = 30
+
+
+def settings(user: str, password: str) -> dict:
+    return {"bootstrap.servers": BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": user, "sasl.password": password, "log_level": 0}
+
+
+@pytest.fixture
+def kadmin(admin) -> AdminClient:
+    return AdminClient(settings(admin["kafka"].user, admin["kafka"].password))
+
+
+@pytest.fixture
+def topic(configure):
+    return configure(Topic())
+
+
+@pytest.fixture
+def acl(configure):
+    return configure(Acl())
+
+
+def instance(provider):
+    return provider._instances["kafka"]
+
+
+def everything(principal: str | None = None) -> AclBindingFilter:
+    return AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                            AclOperation.ANY, AclPermissionType.ANY)
+
+
+@pytest.fixture(autouse=True)
+def cleanup(kadmin, configure, owner):
+    """Drop the topics, ACLs, credentials and markers of this test's owner (and of `<owner>_b`)."""
+    yield
+    ours = lambda name: name == owner or name.startswith((f"{owner}.", f"{owner}_"))  # noqa: E731
+    topics = [t for t in kadmin.list_topics(timeout=TIMEOUT).topics if ours(t)]
+    for future in (kadmin.delete_topics(topics).values() if topics else []):
+        future.result(timeout=TIMEOUT)
+    principals = {b.principal for b in kadmin.describe_acls(everything()).result(timeout=TIMEOUT)
+                  if ours(b.principal.removeprefix("User:"))}
+    if principals:
+        for future in kadmin.delete_acls([everything(p) for p in sorted(principals)]).values():
+            future.result(timeout=TIMEOUT)
+    users = [d.user for d in kadmin.describe_user_scram_credentials().result(timeout=TIMEOUT).values() if ours(d.user)]
+    if users:
+        deletions = [UserScramCredentialDeletion(u, ScramMechanism.SCRAM_SHA_512) for u in users]
+        for future in kadmin.alter_user_scram_credentials(deletions).values():
+            future.result(timeout=TIMEOUT)
+    provider = configure(Topic())
+    for key in read_markers(instance(provider), kadmin):
+        if ours(key.split(":", 1)[1]):
+            write_marker(instance(provider), key, None)
+
+
+def checked(provider, inputs: dict, olds: dict | None = None) -> dict:
+    result = provider.check(olds or {}, inputs)
+    assert result.failures == [], [(f.property, f.reason) for f in result.failures]
+    return result.inputs
+
+
+def failures(provider, inputs: dict, olds: dict | None = None) -> dict[str, str]:
+    return {f.property: f.reason for f in provider.check(olds or {}, inputs).failures}
+
+
+def describe(kadmin, name: str):
+    try:
+        return kadmin.describe_topics(TopicCollection([name]))[name].result(timeout=TIMEOUT)
+    except KafkaException as err:
+        if err.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise
+
+
+def topic_configs(kadmin, name: str) -> dict[str, str]:
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    (future,) = kadmin.describe_configs([resource]).values()
+    return {k: e.value for k, e in future.result(timeout=TIMEOUT).items()
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def marker_of(provider, kadmin, key: str) -> dict | None:
+    text = read_markers(instance(provider), kadmin).get(key)
+    return json.loads(text) if text else None
+
+
+def produce(user: str, password: str, topic_name: str, value: bytes = b"m") -> KafkaError | None:
+    """Produce one message; the delivery error, or None when delivered."""
+    reports: list = []
+    producer = Producer({**settings(user, password), "message.timeout.ms": 10000})
+    producer.produce(topic_name, value, on_delivery=lambda err, _msg: reports.append(err))
+    producer.flush(15)
+    assert reports, "no delivery report within 15s"
+    return reports[0]
+
+
+def consume_one(user: str, password: str, topic_name: str, group: str) -> bytes | KafkaError:
+    """The first message from the beginning of the topic, or the first error."""
+    consumer = Consumer({**settings(user, password), "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic_name])
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                return msg.error() or msg.value()
+        raise AssertionError(f"nothing consumed from {topic_name} within {TIMEOUT}s")
+    finally:
+        consumer.close()
+
+
+def code(outcome) -> int | None:
+    return outcome.code() if isinstance(outcome, KafkaError) else None
+
+
+# --- naming --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "owner", "expected"),
+    [("shop", "shop", "shop"), ("orders", "shop", "shop.orders"), ("orders.v2", "shop-x", "shop-x.orders.v2")],
+    ids=["default", "named", "dotted-name"],
+)
+def test_kafka_name(name, owner, expected):
+    assert kafka_name(name, owner) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "owner", "rule"),
+    [("orders", "a.b", "no '.'"), ("ord/ers", "shop", "letters, digits"), ("..", "shop", "letters, digits"),
+     ("x" * 250, "shop", "at most 249")],
+    ids=["dotted-owner", "slash", "dotdot", "too-long"],
+)
+def test_kafka_name_rules(name, owner, rule):
+    with pytest.raises(InvalidSpec, match=rule):
+        kafka_name(name, owner)
+
+
+# --- topic ----------------------------------------------------------------------------
+
+
+def topic_inputs(topic, owner: str, name: str = "orders", olds: dict | None = None, **params) -> dict:
+    return checked(topic, props("kafka", "kafka", "topic", name, owner, params), olds)
+
+
+def test_topic_create_then_create_again_adopts_without_change(topic, owner, kadmin):
+    inputs = topic_inputs(topic, owner, partitions=2, config={"retention.ms": 3600000})
+    first = topic.create(inputs)
+    second = topic.create(inputs)
+    assert first.id == second.id == f"kafka/kafka/topic/orders@{owner}"
+    assert {k: second.outs[k] for k in Topic.attributes} == {
+        "host": "127.0.0.1", "port": 49092, "topic": f"{owner}.orders", "partitions": 2}
+    assert len(describe(kadmin, f"{owner}.orders").partitions) == 2
+    assert topic_configs(kadmin, f"{owner}.orders") == {"retention.ms": "3600000"}
+    marker = marker_of(topic, kadmin, f"topic:{owner}.orders")
+    assert marker == {"managed-by": "devstack", "owner": owner, "stack": "test"}
+    assert topic.read("id", second.outs).outs["params"] == inputs["params"]
+
+
+def test_topic_update_in_place_then_drift(topic, owner, kadmin):
+    outs = topic.create(topic_inputs(topic, owner, config={"cleanup.policy": "compact"})).outs
+    news = topic_inputs(topic, owner, olds=outs, partitions=3, config={"retention.ms": "7200000"})
+    diff = topic.diff("id", outs, news)
+    assert diff.replaces == [] and diff.changes
+    outs = topic.update("id", outs, news).outs
+    assert len(describe(kadmin, f"{owner}.orders").partitions) == 3 and outs["partitions"] == 3
+    # Set in place, and the config no longer declared is removed (back to the broker default).
+    assert topic_configs(kadmin, f"{owner}.orders") == {"retention.ms": "7200000"}
+    # Out-of-band config change: read shows it and the next diff is an update.
+    change = ConfigResource(ResourceType.TOPIC, f"{owner}.orders", incremental_configs=[
+        ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
+    list(kadmin.incremental_alter_configs([change]).values())[0].result(timeout=TIMEOUT)
+    refreshed = topic.read("id", outs).outs
+    assert refreshed["params"]["config"] == {"retention.ms": "60000"}
+    assert topic.diff("id", refreshed, news).changes and topic.diff("id", refreshed, news).replaces == []
+    topic.update("id", refreshed, news)
+    assert topic_configs(kadmin, f"{owner}.orders") == {"retention.ms": "7200000"}
+    # Dropped out of band: blank id.
+    kadmin.delete_topics([f"{owner}.orders"])[f"{owner}.orders"].result(timeout=TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while topic.read("id", outs).id != "":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def test_partition_decrease_is_refused_with_the_reason(topic, owner, kadmin):
+    outs = topic.create(topic_inputs(topic, owner, partitions=3)).outs
+    found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"partitions": 2}), olds=outs)
+    assert "params.partitions" in found
+    assert "has 3 partitions" in found["params.partitions"] and "cannot remove partitions" in found["params.partitions"]
+    # As Pulumi passes the old inputs: numbers as floats.
+    as_pulumi = {**outs, "params": {**outs["params"], "partitions": 3.0}}
+    assert "params.partitions" in failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"partitions": 2}),
+                                           olds=as_pulumi)
+    # Grown out of band, then refreshed: going back to the declared count is refused too, never replaced.
+    kadmin.create_partitions([NewPartitions(f"{owner}.orders", 5)])[f"{owner}.orders"].result(timeout=TIMEOUT)
+    refreshed = topic.read("id", outs).outs
+    assert refreshed["params"]["partitions"] == 5
+    news = topic_inputs(topic, owner, partitions=3)
+    assert topic.diff("id", refreshed, news).replaces == []
+    with pytest.raises(Unsupported, match=r"params\.partitions: the topic has 5 partitions .* cannot remove partitions"):
+        topic.update("id", refreshed, news)
+    assert len(describe(kadmin, f"{owner}.orders").partitions) == 5
+
+
+def test_replication_factor_replaces(topic, owner, kadmin):
+    outs = topic.create(topic_inputs(topic, owner)).outs
+    news = topic_inputs(topic, owner, replicationFactor=2)
+    diff = topic.diff("id", outs, news)
+    assert diff.replaces == ["params.replication_factor"] and diff.delete_before_replace
+    with pytest.raises(Unsupported, match="replication_factor 1"):
+        topic.create(news)  # adopting cannot change it in place
+    # The replacement on this one-broker cluster: the broker refuses, and says why.
+    topic.delete("id", {**outs, "purge": True})
+    with pytest.raises(InvalidSpec, match=r"params\.replicationFactor: .*only 1 broker"):
+        topic.create(news)
+    assert describe(kadmin, f"{owner}.orders") is None
+
+
+def test_topic_retained_delete_keeps_data_purge_drops_and_recreate_waits(topic, owner, kadmin, admin):
+    outs = topic.create(topic_inputs(topic, owner)).outs
+    assert produce(admin["kafka"].user, admin["kafka"].password, f"{owner}.orders", b"kept") is None
+    topic.delete("id", outs)  # purge not asked for
+    assert consume_one(admin["kafka"].user, admin["kafka"].password, f"{owner}.orders", f"{owner}.check") == b"kept"
+    topic.delete("id", {**outs, "purge": True})
+    assert describe(kadmin, f"{owner}.orders") is None
+    assert marker_of(topic, kadmin, f"topic:{owner}.orders") is None
+    topic.delete("id", {**outs, "purge": True})  # already gone is fine
+    # Re-create right after the asynchronous delete: waits for the name instead of failing.
+    started = time.monotonic()
+    topic.create(topic_inputs(topic, owner))
+    assert time.monotonic() - started < 30
+    assert describe(kadmin, f"{owner}.orders") is not None
+
+
+def test_foreign_topic_is_a_conflict_and_untouched(topic, owner, kadmin):
+    kadmin.create_topics([NewTopic(f"{owner}.orders", 1, 1)])[f"{owner}.orders"].result(timeout=TIMEOUT)
+    with pytest.raises(Conflict, match="devstack does not manage"):
+        topic.create(topic_inputs(topic, owner, partitions=4, config={"retention.ms": "1000"}))
+    assert len(describe(kadmin, f"{owner}.orders").partitions) == 1
+    assert topic_configs(kadmin, f"{owner}.orders") == {}
+    assert marker_of(topic, kadmin, f"topic:{owner}.orders") is None
+
+
+def test_topic_marked_for_another_project_is_a_conflict(topic, owner, kadmin):
+    topic.create(topic_inputs(topic, owner))
+    marker = json.dumps({"managed-by": "devstack", "owner": "intruder", "stack": "other"}, sort_keys=True)
+    write_marker(instance(topic), f"topic:{owner}.orders", marker)
+    with pytest.raises(Conflict, match="belongs to project 'intruder'"):
+        topic.create(topic_inputs(topic, owner, partitions=2))
+    assert len(describe(kadmin, f"{owner}.orders").partitions) == 1
+
+
+def test_topic_colliding_with_another_projects_name_is_a_conflict(topic, owner, kadmin):
+    # Kafka treats '.' and '_' alike: `<owner>.b` and project `<owner>_b`'s default topic collide.
+    topic.create(topic_inputs(topic, owner, name="b"))
+    other = f"{owner}_b"
+    with pytest.raises(Conflict, match="collides"):
+        topic.create(topic_inputs(topic, other, name=other))
+    assert describe(kadmin, other) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "field", "reason"),
+    [
+        ("orders", {"partitions": 0}, "params.partitions", "greater than or equal to 1"),
+        ("orders", {"replicationFactor": 0}, "params.replicationFactor", "greater than or equal to 1"),
+        ("orders", {"retention": "1d"}, "params.retention", "Extra inputs are not permitted"),
+        ("orders", {"config": ["retention.ms"]}, "params.config", "valid dictionary"),
+        ("ord ers", {}, "name", "letters, digits"),
+    ],
+    ids=["partitions", "replication", "unknown-param", "config-list", "name-space"],
+)
+def test_topic_bad_params_fail_check_naming_the_field(topic, owner, name, params, field, reason):
+    found = failures(topic, props("kafka", "kafka", "topic", name, owner, params))
+    assert field in found and reason in found[field], found
+
+
+def test_unknown_topic_config_is_refused_naming_the_field_and_nothing_created(topic, owner, kadmin):
+    with pytest.raises(InvalidSpec, match=r"params\.config: .*Unknown topic config name: retention\.days"):
+        topic.create(topic_inputs(topic, owner, config={"retention.days": "1"}))
+    assert describe(kadmin, f"{owner}.orders") is None
+
+
+# --- acl -------------------------------------------------------------------------------------
+
+
+def acl_inputs(acl, owner: str, olds: dict | None = None, credentials: str = "predictable", **params) -> dict:
+    return checked(acl, props("kafka", "kafka", "acl", owner, owner, params, credentials=credentials), olds)
+
+
+def can_log_in(user: str, password: str) -> bool:
+    """True once the broker accepts the credential, False as soon as it rejects it."""
+    errors: list[KafkaError] = []
+    client = AdminClient({**settings(user, password), "error_cb": errors.append})
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            client.list_topics(timeout=0.5)
+            return True
+        except KafkaException:
+            client.poll(0.1)  # serves error_cb
+        if any(e.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED) for e in errors):
+            return False
+    raise AssertionError(f"the broker neither accepted nor rejected {user!r} within {TIMEOUT}s")
+
+
+def tenant_admin(user: str, password: str) -> AdminClient:
+    return AdminClient(settings(user, password))
+
+
+def test_acl_create_then_create_again_adopts_and_the_principal_works(acl, topic, owner, kadmin):
+    inputs = acl_inputs(acl, owner)
+    first = acl.create(inputs)
+    second = acl.create(inputs)
+    outs = second.outs
+    assert first.id == second.id == f"kafka/kafka/acl/{owner}@{owner}"
+    assert first.outs["password"] == outs["password"]
+    assert {k: outs[k] for k in ("host", "port", "user", "principal", "prefix")} == {
+        "host": "127.0.0.1", "port": 49092, "user": owner, "principal": f"User:{owner}", "prefix": f"{owner}."}
+    assert Acl.secret_outputs == ("password",)
+    granted = kadmin.describe_acls(everything(f"User:{owner}")).result(timeout=TIMEOUT)
+    assert {(b.restype, b.name, b.resource_pattern_type) for b in granted} == {
+        (ResourceType.TOPIC, f"{owner}.", ResourcePatternType.PREFIXED), (ResourceType.TOPIC, owner, ResourcePatternType.LITERAL),
+        (ResourceType.GROUP, f"{owner}.", ResourcePatternType.PREFIXED), (ResourceType.GROUP, owner, ResourcePatternType.LITERAL)}
+    assert acl.read("id", outs).outs["params"] == inputs["params"]
+    # Its own topics (named and default), its own consumer group.
+    topic.create(topic_inputs(topic, owner))
+    topic.create(topic_inputs(topic, owner, name=owner))
+    for name in (f"{owner}.orders", owner):
+        assert produce(owner, outs["password"], name, b"mine") is None
+        assert consume_one(owner, outs["password"], name, f"{owner}.workers") == b"mine"
+
+
+def test_tenants_cannot_touch_each_others_topics_or_groups(acl, topic, owner, admin):
+    """Principal A against B's topic and B's group, on the broker's authorizer."""
+    a, b = owner, f"{owner}_b"
+    pa = acl.create(acl_inputs(acl, a)).outs["password"]
+    acl.create(checked(acl, props("kafka", "kafka", "acl", b, b)))
+    topic.create(topic_inputs(topic, a))
+    topic.create(topic_inputs(topic, b))
+    assert produce(admin["kafka"].user, admin["kafka"].password, f"{b}.orders", b"b-data") is None
+
+    assert code(produce(a, pa, f"{b}.orders")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code(consume_one(a, pa, f"{b}.orders", f"{a}.workers")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # A's own topic with B's group name: the group is B's.
+    assert produce(a, pa, f"{a}.orders") is None
+    assert code(consume_one(a, pa, f"{a}.orders", f"{b}.workers")) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # The ownership registry is admin-only.
+    assert code(consume_one(a, pa, MARKER_TOPIC, f"{a}.peek")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # Without `create` in its operations, A cannot even make topics under its own prefix.
+    client = tenant_admin(a, pa)  # kept in a variable: a collected client cancels its futures
+    with pytest.raises(KafkaException) as info:
+        client.create_topics([NewTopic(f"{a}.new", 1, 1)])[f"{a}.new"].result(timeout=TIMEOUT)
+    assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_acl_update_in_place_then_drift(acl, topic, owner, kadmin):
+    outs = acl.create(acl_inputs(acl, owner)).outs
+    topic.create(topic_inputs(topic, owner))
+    news = acl_inputs(acl, owner, operations=["read", "describe", "create"])
+    diff = acl.diff("id", outs, news)
+    assert diff.replaces == [] and diff.changes
+    outs = acl.update("id", outs, news).outs
+    # `write` revoked, `create` granted, on the project's prefix only.
+    assert code(produce(owner, outs["password"], f"{owner}.orders")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    client = tenant_admin(owner, outs["password"])
+    client.create_topics([NewTopic(f"{owner}.made-by-tenant", 1, 1)])[f"{owner}.made-by-tenant"].result(timeout=TIMEOUT)
+    # An ACL removed out of band shows up on read, and the next update puts it back.
+    gone = AclBindingFilter(ResourceType.TOPIC, f"{owner}.", ResourcePatternType.PREFIXED, f"User:{owner}", "*",
+                            AclOperation.READ, AclPermissionType.ALLOW)
+    kadmin.delete_acls([gone])[gone].result(timeout=TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while "read" in (refreshed := acl.read("id", outs).outs)["params"]["operations"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert refreshed["params"]["operations"] == ["create", "describe"]
+    acl.update("id", refreshed, news)
+    assert acl.read("id", outs).outs["params"]["operations"] == ["create", "describe", "read"]
+    # Its credential deleted out of band: the principal is gone, blank id.
+    deletion = UserScramCredentialDeletion(owner, ScramMechanism.SCRAM_SHA_512)
+    kadmin.alter_user_scram_credentials([deletion])[owner].result(timeout=TIMEOUT)
+    assert acl.read("id", outs).id == ""
+
+
+def test_acl_generated_credentials_are_kept_and_rotate_only_on_policy_change(acl, owner):
+    predictable = acl.create(acl_inputs(acl, owner)).outs
+    generated_inputs = acl_inputs(acl, owner, credentials="generated")
+    assert acl.diff("id", predictable, generated_inputs).replaces == []
+    generated = acl.update("id", predictable, generated_inputs).outs
+    assert generated["password"] != predictable["password"]
+    assert can_log_in(owner, generated["password"]) and not can_log_in(owner, predictable["password"])
+    again = acl.update("id", generated, generated_inputs).outs  # a re-up never rotates it
+    assert again["password"] == generated["password"]
+
+
+def test_acl_retained_delete_keeps_the_principal_and_purge_removes_it(acl, owner, kadmin):
+    outs = acl.create(acl_inputs(acl, owner)).outs
+    acl.delete("id", outs)
+    assert can_log_in(owner, outs["password"])
+    acl.delete("id", {**outs, "purge": True})
+    assert kadmin.describe_acls(everything(f"User:{owner}")).result(timeout=TIMEOUT) == []
+    assert not can_log_in(owner, outs["password"])
+    assert marker_of(acl, kadmin, f"acl:{owner}") is None
+    acl.delete("id", {**outs, "purge": True})  # already gone is fine
+
+
+def test_foreign_principal_is_a_conflict_and_untouched(acl, owner, kadmin):
+    upsert = UserScramCredentialUpsertion(owner, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"theirs-123")
+    kadmin.alter_user_scram_credentials([upsert])[owner].result(timeout=TIMEOUT)
+    with pytest.raises(Conflict, match="devstack does not manage"):
+        acl.create(acl_inputs(acl, owner))
+    assert can_log_in(owner, "theirs-123")
+    assert kadmin.describe_acls(everything(f"User:{owner}")).result(timeout=TIMEOUT) == []
+
+
+def test_principal_marked_for_another_project_is_a_conflict(acl, owner, kadmin):
+    outs = acl.create(acl_inputs(acl, owner)).outs
+    marker = json.dumps({"managed-by": "devstack", "owner": "intruder", "stack": "other"}, sort_keys=True)
+    write_marker(instance(acl), f"acl:{owner}", marker)
+    with pytest.raises(Conflict, match="belongs to project 'intruder'"):
+        acl.create(acl_inputs(acl, owner, operations=["all"]))
+    assert can_log_in(owner, outs["password"])
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "reason"),
+    [
+        ({"operations": []}, "params.operations", "at least 1 item"),
+        ({"operations": ["fly"]}, "params.operations.0", "'read', 'write'"),
+        ({"groupOperations": ["write"]}, "params.groupOperations.0", "'read', 'describe' or 'delete'"),
+        ({"prefix": "other."}, "params.prefix", "Extra inputs are not permitted"),
+    ],
+    ids=["no-operations", "unknown-operation", "group-write", "prefix-is-not-a-param"],
+)
+def test_acl_bad_params_fail_check_naming_the_field(acl, owner, params, field, reason):
+    found = failures(acl, props("kafka", "kafka", "acl", owner, owner, params))
+    assert field in found and reason in found[field], found
+
+
+def test_acl_operations_are_a_set(acl, owner):
+    inputs = acl_inputs(acl, owner, operations=["write", "read", "read"])
+    assert inputs["params"]["operations"] == ["read", "write"]
+
+
+# --- engine down -------------------------------------------------------------------------------
+
+
+def test_engine_down_names_engine_address_and_fix(configure, owner):
+    provider = configure(Topic())
+    provider._instances["kafka"] = provider._instances["kafka"].model_copy(update={"port": 1})
+    with pytest.raises(EngineUnavailable, match=r"kafka instance 'kafka' at 127\.0\.0\.1:1.*tools\.engines start kafka"):
+        provider.create(topic_inputs(provider, owner))
+
+
+def test_wrong_admin_password_says_the_credential_is_rejected(configure, owner):
+    provider = configure(Topic())
+    provider._instances["kafka"] = provider._instances["kafka"].model_copy(update={"admin_password": SecretStr("wrong")})
+    with pytest.raises(EngineUnavailable, match="SASL authentication error.*admin credential in the stack config"):
+        provider.create(topic_inputs(provider, owner))
+
+
+def test_purge_never_drops_a_topic_the_registry_gives_to_another_project(topic, owner, kadmin):
+    outs = topic.create(topic_inputs(topic, owner)).outs
+    marker = json.dumps({"managed-by": "devstack", "owner": "intruder", "stack": "other"}, sort_keys=True)
+    write_marker(instance(topic), f"topic:{owner}.orders", marker)
+    with pytest.raises(Conflict, match="registry gives it to project 'intruder'.*nothing was dropped"):
+        topic.delete("id", {**outs, "purge": True})
+    assert describe(kadmin, f"{owner}.orders") is not None

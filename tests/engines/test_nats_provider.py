@@ -1,0 +1,534 @@
+"""The nats `stream`, `consumer` and `kv` kinds against the real local nats-server (JetStream)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Awaitable, Callable
+
+import nats
+import pytest
+from pydantic import SecretStr
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, KeyValueConfig, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.nats import Consumer, Kv, Stream, run_private, subject_within
+from tests.engines.conftest import props
+
+NATS_URL = "nats://127.0.0.1:44222"
+
+
+@pytest.fixture
+def js(admin) -> Callable[[Callable[[JetStreamContext], Awaitable[Any]]], Any]:
+    """Run one coroutine with an admin JetStream context: `js(lambda j: j.stream_info(name))`."""
+
+    def call(work):
+        async def main():
+            nc = await nats.connect(NATS_URL, user=admin["nats"].user, password=admin["nats"].password,
+                                    allow_reconnect=False, connect_timeout=5)
+            try:
+                return await work(nc.jetstream())
+            finally:
+                await nc.close()
+
+        return run_private(main())
+
+    return call
+
+
+def stream_config(js, name: str) -> StreamConfig | None:
+    async def work(j):
+        try:
+            return (await j.stream_info(name)).config
+        except NotFoundError:
+            return None
+
+    return js(work)
+
+
+def consumer_config(js, stream: str, name: str) -> ConsumerConfig | None:
+    async def work(j):
+        try:
+            return (await j.consumer_info(stream, name)).config
+        except NotFoundError:
+            return None
+
+    return js(work)
+
+
+@pytest.fixture(autouse=True)
+def cleanup(js, owner):
+    """Drop every stream (and so every consumer and KV bucket) the test made for its owner."""
+    yield
+
+    async def work(j):
+        offset, names = 0, []
+        while page := await j.streams_info(offset):
+            offset += len(page)
+            names += [i.config.name for i in page]
+        for name in names:
+            if name.startswith(owner) or name.startswith(f"KV_{owner}"):
+                await j.delete_stream(name)
+
+    js(work)
+
+
+@pytest.fixture
+def stream(configure):
+    return configure(Stream())
+
+
+@pytest.fixture
+def consumer(configure):
+    return configure(Consumer())
+
+
+@pytest.fixture
+def kv(configure):
+    return configure(Kv())
+
+
+def checked(provider, inputs: dict, olds: dict | None = None) -> dict:
+    """Inputs after check(), which must pass (it fills in owner-derived defaults)."""
+    result = provider.check(olds or {}, inputs)
+    assert result.failures == [], [(f.property, f.reason) for f in result.failures]
+    return result.inputs
+
+
+def failures(provider, inputs: dict) -> dict[str, str]:
+    return {f.property: f.reason for f in provider.check({}, inputs).failures}
+
+
+# --- pure rules ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("subject", "pattern", "inside"),
+    [
+        ("shop.orders", "shop.>", True),
+        ("shop.>", "shop.>", True),
+        ("shop.*.created", "shop.>", True),
+        ("shop", "shop.>", False),
+        (">", "shop.>", False),
+        ("*.orders", "shop.>", False),
+        ("shop.orders.x", "shop.orders.*", True),
+        ("shop.*", "shop.orders", False),
+        ("shopping.x", "shop.>", False),
+    ],
+    ids=["literal", "same-wildcard", "star-inside", "bare-prefix", "everything", "star-owner", "star-pattern",
+         "star-vs-literal", "longer-owner"],
+)
+def test_subject_within(subject, pattern, inside):
+    assert subject_within(subject, pattern) is inside
+
+
+# --- stream -------------------------------------------------------------------------
+
+
+def test_stream_create_then_create_again_adopts_without_change(stream, owner, js):
+    inputs = checked(stream, props("nats", "events", "stream", owner, owner))
+    first = stream.create(inputs)
+    before = stream_config(js, owner)
+    second = stream.create(inputs)  # run twice: adopted, nothing sent to the server
+    assert first.id == second.id == f"nats/events/stream/{owner}@{owner}"
+    assert {k: second.outs[k] for k in Stream.attributes} == {
+        "host": "127.0.0.1", "port": 44222, "stream": owner, "subjects": f"{owner}.>"}
+    after = stream_config(js, owner)
+    assert after == before
+    assert after.metadata["devstack.owner"] == owner
+    assert after.metadata["devstack.managed-by"] == "devstack"
+    assert after.metadata["devstack.stack"] == "test"
+
+
+def test_named_streams_get_their_own_subjects_and_coexist(stream, owner, js):
+    outs = stream.create(checked(stream, props("nats", "events", "stream", "orders", owner))).outs
+    stream.create(checked(stream, props("nats", "events", "stream", "audit", owner)))
+    assert (outs["stream"], outs["subjects"]) == (f"{owner}_orders", f"{owner}.orders.>")
+    assert stream_config(js, f"{owner}_audit").subjects == [f"{owner}.audit.>"]
+    # The default stream takes the whole prefix, so it cannot share it: a clear refusal, nothing created.
+    with pytest.raises(InvalidSpec, match="subjects overlap .* give each stream its own subjects"):
+        stream.create(checked(stream, props("nats", "events", "stream", owner, owner)))
+    assert stream_config(js, owner) is None
+
+
+def test_stream_update_in_place_then_drift(stream, owner, js):
+    outs = stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
+    params = {"subjects": [f"{owner}.a.>", f"{owner}.b"], "maxAge": 60, "maxBytes": 1_000_000, "maxMsgs": 10}
+    news = checked(stream, props("nats", "events", "stream", owner, owner, params), outs)
+    diff = stream.diff("id", outs, news)
+    assert diff.replaces == [] and diff.changes
+    outs = stream.update("id", outs, news).outs
+    live = stream_config(js, owner)
+    assert (live.subjects, live.max_age, live.max_bytes, live.max_msgs) == ([f"{owner}.a.>", f"{owner}.b"], 60, 1_000_000, 10)
+    assert outs["subjects"] == f"{owner}.a.>,{owner}.b"
+    # Changed behind Pulumi's back: read shows the live value and the next diff is an update.
+    js(lambda j: j.update_stream(live.evolve(max_msgs=99)))
+    refreshed = stream.read("id", outs).outs
+    assert refreshed["params"]["max_msgs"] == 99
+    assert stream.diff("id", refreshed, news).replaces == [] and stream.diff("id", refreshed, news).changes
+    # Dropped behind Pulumi's back: read returns a blank id.
+    js(lambda j: j.delete_stream(owner))
+    assert stream.read("id", outs).id == ""
+
+
+@pytest.mark.parametrize("param, value", [("retention", "workqueue"), ("storage", "memory")])
+def test_stream_retention_and_storage_replace(stream, owner, js, param, value):
+    inputs = checked(stream, props("nats", "events", "stream", owner, owner))
+    outs = stream.create(inputs).outs
+    news = checked(stream, props("nats", "events", "stream", owner, owner, {param: value}), outs)
+    diff = stream.diff("id", outs, news)
+    assert diff.replaces == [f"params.{param}"] and diff.delete_before_replace
+    # Adopting the old stream under the new spec refuses and names the field and its live value.
+    with pytest.raises(Unsupported, match=f"{param} .* cannot change in place"):
+        stream.create(news)
+    # The replacement as Pulumi runs it: purge-delete the old, create the new.
+    stream.delete("id", {**outs, "purge": True})
+    stream.create(news)
+    assert getattr(stream_config(js, owner), param) == value
+
+
+def test_stream_retained_delete_keeps_messages_and_purged_delete_drops(stream, owner, js):
+    outs = stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
+    js(lambda j: j.publish(f"{owner}.orders", b"order-1", stream=owner))
+    stream.delete("id", outs)  # purge not asked for
+    assert stream_config(js, owner) is not None
+    assert js(lambda j: j.stream_info(owner)).state.messages == 1
+    stream.delete("id", {**outs, "purge": True})
+    assert stream_config(js, owner) is None
+    stream.delete("id", {**outs, "purge": True})  # already gone is fine
+
+
+def test_stream_of_another_project_is_a_conflict(stream, owner, js):
+    # Project `<owner>` declares "b" -> `<owner>_b`; project `<owner>_b`'s default stream maps there too.
+    stream.create(checked(stream, props("nats", "events", "stream", "b", owner)))
+    before = stream_config(js, f"{owner}_b")
+    other = f"{owner}_b"
+    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
+        stream.create(checked(stream, props("nats", "events", "stream", other, other)))
+    assert stream_config(js, f"{owner}_b") == before
+
+
+def test_foreign_stream_is_a_conflict_and_untouched(stream, owner, js):
+    js(lambda j: j.add_stream(StreamConfig(name=owner, subjects=[f"{owner}.>"])))
+    before = stream_config(js, owner)
+    with pytest.raises(Conflict, match="devstack does not manage"):
+        stream.create(checked(stream, props("nats", "events", "stream", owner, owner)))
+    assert stream_config(js, owner) == before
+    assert not any(k.startswith("devstack.") for k in before.metadata)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "field", "reason"),
+    [
+        ("{o}", {"subjects": ["other.>"]}, "params.subjects", "outside the project's subjects"),
+        ("{o}", {"subjects": [">"]}, "params.subjects", "outside the project's subjects"),
+        ("{o}", {"subjects": ["{o}"]}, "params.subjects", "outside the project's subjects"),
+        ("{o}", {"subjects": ["{o}.a.>.b"]}, "params.subjects", "'>' may only be the last token"),
+        ("{o}", {"subjects": ["{o}..a"]}, "params.subjects", "no empty tokens"),
+        ("{o}", {"subjects": []}, "params.subjects", "at least 1 item"),
+        ("Orders", {}, "name", "lowercase"),
+        ("a.b", {}, "name", "no '.', '\\*', '>'"),
+        ("a b", {}, "name", "spaces"),
+        ("{o}", {"maxBytes": -2}, "params.maxBytes", "greater than or equal to -1"),
+        ("{o}", {"retention": "forever"}, "params.retention", "'limits', 'interest' or 'workqueue'"),
+        ("{o}", {"replica": 1}, "params.replica", "Extra inputs are not permitted"),
+    ],
+    ids=["other-prefix", "everything", "bare-owner", "inner-gt", "empty-token", "no-subjects", "uppercase",
+         "dot", "space", "max-bytes", "retention", "unknown-param"],
+)
+def test_stream_bad_params_fail_check_naming_the_field(stream, owner, name, params, field, reason):
+    params = {k: ([s.format(o=owner) for s in v] if k == "subjects" else v) for k, v in params.items()}
+    found = failures(stream, props("nats", "events", "stream", name.format(o=owner), owner, params))
+    assert field in found and re.search(reason, found[field]), found
+
+
+def test_a_project_cannot_claim_another_projects_subjects(stream, owner, js):
+    """The NATS tenant check: B's declarations naming A's subjects are refused before anything is created."""
+    stream.create(checked(stream, props("nats", "events", "stream", owner, owner)))
+    other = f"{owner}x"  # shares A's name as a string prefix, not its subject prefix
+    for subjects in ([f"{owner}.orders"], [f"{owner}.>"], ["*.orders"], [">"]):
+        found = failures(stream, props("nats", "events", "stream", other, other, {"subjects": subjects}))
+        assert "outside the project's subjects" in found["params.subjects"], subjects
+    consumer = Consumer()
+    found = failures(consumer, props("nats", "events", "consumer", "spy", other, {"stream": other, "filterSubject": f"{owner}.orders"}))
+    assert "outside the project's subjects" in found["params.filterSubject"]
+    assert stream_config(js, other) is None
+
+
+def test_stream_name_too_long_is_invalid(owner):
+    with pytest.raises(InvalidSpec, match="at most 255 characters"):
+        Stream.engine_name("x" * 260, owner)
+
+
+# --- consumer ------------------------------------------------------------------------
+
+
+def consumer_inputs(consumer, owner: str, name: str = "worker", **params) -> dict:
+    return checked(consumer, props("nats", "events", "consumer", name, owner, {"stream": owner, **params}))
+
+
+@pytest.fixture
+def owned_stream(stream, owner):
+    return stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
+
+
+def test_consumer_create_then_create_again_adopts_without_change(consumer, owner, owned_stream, js):
+    inputs = consumer_inputs(consumer, owner, filterSubject=f"{owner}.orders")
+    first = consumer.create(inputs)
+    before = consumer_config(js, owner, f"{owner}_worker")
+    second = consumer.create(inputs)
+    assert first.id == second.id == f"nats/events/consumer/worker@{owner}"
+    assert {k: second.outs[k] for k in Consumer.attributes} == {
+        "host": "127.0.0.1", "port": 44222, "stream": owner, "consumer": f"{owner}_worker"}
+    after = consumer_config(js, owner, f"{owner}_worker")
+    assert after == before
+    assert after.durable_name == f"{owner}_worker" and after.filter_subject == f"{owner}.orders"
+    assert after.metadata["devstack.owner"] == owner
+    assert Consumer.references == {"stream": "stream"}
+
+
+def test_consumer_delivers_messages_of_its_filter(consumer, owner, owned_stream, js):
+    consumer.create(consumer_inputs(consumer, owner, filterSubject=f"{owner}.orders"))
+
+    async def work(j):
+        await j.publish(f"{owner}.orders", b"o-1")
+        await j.publish(f"{owner}.audit", b"a-1")
+        sub = await j.pull_subscribe_bind(f"{owner}_worker", stream=owner)
+        return [m.data for m in await sub.fetch(5, timeout=2)]
+
+    assert js(work) == [b"o-1"]
+
+
+def test_consumer_update_in_place_then_drift(consumer, owner, owned_stream, js):
+    outs = consumer.create(consumer_inputs(consumer, owner, filterSubject=f"{owner}.orders")).outs
+    news = consumer_inputs(consumer, owner, filterSubject=f"{owner}.payments", description="payments worker",
+                           maxDeliver=5, ackWait=10)
+    diff = consumer.diff("id", outs, news)
+    assert diff.replaces == [] and diff.changes
+    outs = consumer.update("id", outs, news).outs
+    live = consumer_config(js, owner, f"{owner}_worker")
+    assert (live.filter_subject, live.description, live.max_deliver, live.ack_wait) == (
+        f"{owner}.payments", "payments worker", 5, 10)
+    # Changed behind Pulumi's back: read reports it.
+    js(lambda j: j.add_consumer(owner, live.evolve(max_deliver=9)))
+    assert consumer.read("id", outs).outs["params"]["max_deliver"] == 9
+    # Dropped behind Pulumi's back: blank id.
+    js(lambda j: j.delete_consumer(owner, f"{owner}_worker"))
+    assert consumer.read("id", outs).id == ""
+
+
+@pytest.mark.parametrize(
+    "params", [{"deliverPolicy": "new"}, {"ackPolicy": "all"}, {"stream": "other"}],
+    ids=["deliver-policy", "ack-policy", "stream"],
+)
+def test_consumer_create_only_params_replace(consumer, owner, owned_stream, params):
+    outs = consumer.create(consumer_inputs(consumer, owner)).outs
+    news = checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": owner, **params}))
+    (key,) = [k for k in news["params"] if news["params"][k] != outs["params"][k]]
+    diff = consumer.diff("id", outs, news)
+    assert diff.replaces == [f"params.{key}"] and diff.delete_before_replace
+
+
+def test_consumer_replace_as_pulumi_runs_it(consumer, owner, owned_stream, js):
+    outs = consumer.create(consumer_inputs(consumer, owner)).outs
+    news = consumer_inputs(consumer, owner, deliverPolicy="new")
+    with pytest.raises(Unsupported, match="deliver_policy 'all'"):
+        consumer.create(news)  # adopting would need an in-place change the server refuses
+    consumer.delete("id", {**outs, "purge": True})
+    consumer.create(news)
+    assert consumer_config(js, owner, f"{owner}_worker").deliver_policy == "new"
+
+
+def test_consumer_retained_and_purged_delete(consumer, owner, owned_stream, js):
+    outs = consumer.create(consumer_inputs(consumer, owner)).outs
+    consumer.delete("id", outs)
+    assert consumer_config(js, owner, f"{owner}_worker") is not None
+    consumer.delete("id", {**outs, "purge": True})
+    assert consumer_config(js, owner, f"{owner}_worker") is None
+    assert stream_config(js, owner) is not None  # the stream is not the consumer's to drop
+    consumer.delete("id", {**outs, "purge": True})
+
+
+def test_foreign_consumer_in_the_stream_is_a_conflict_and_untouched(consumer, owner, owned_stream, js):
+    js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name=f"{owner}_worker", max_deliver=3)))
+    with pytest.raises(Conflict, match="devstack does not manage"):
+        consumer.create(consumer_inputs(consumer, owner))
+    assert consumer_config(js, owner, f"{owner}_worker").max_deliver == 3
+
+
+def test_consumer_marked_for_another_project_is_a_conflict(consumer, owner, owned_stream, js):
+    marker = {"devstack.managed-by": "devstack", "devstack.owner": "intruder", "devstack.stack": "x"}
+    js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name=f"{owner}_worker", metadata=marker)))
+    with pytest.raises(Conflict, match="belongs to project 'intruder'"):
+        consumer.create(consumer_inputs(consumer, owner))
+
+
+def test_consumer_on_a_stream_of_another_project_is_a_conflict(consumer, stream, owner, js):
+    other = f"{owner}_b"  # its default stream maps to `<owner>_b`, which `<owner>`'s declaration "b" names too
+    stream.create(checked(stream, props("nats", "events", "stream", other, other)))
+    with pytest.raises(Conflict, match="does not belong to project"):
+        consumer.create(checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": "b"})))
+    assert consumer_config(js, other, f"{owner}_worker") is None
+
+
+def test_consumer_filter_outside_its_stream_is_refused_and_nothing_created(consumer, stream, owner, js):
+    stream.create(checked(stream, props("nats", "events", "stream", "orders", owner)))
+    inputs = checked(consumer, props("nats", "events", "consumer", "worker", owner,
+                                     {"stream": "orders", "filterSubject": f"{owner}.audit"}))
+    with pytest.raises(InvalidSpec, match="filterSubject .* is outside the subjects of stream"):
+        consumer.create(inputs)
+    assert consumer_config(js, f"{owner}_orders", f"{owner}_worker") is None
+
+
+def test_consumer_without_its_stream_says_so(consumer, owner):
+    with pytest.raises(NotFound, match="its stream 'missing'"):
+        consumer.create(checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": "missing"})))
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "reason"),
+    [
+        ({}, "params.stream", "Field required"),
+        ({"stream": "{o}", "filterSubject": "other.orders"}, "params.filterSubject", "outside the project's subjects"),
+        ({"stream": "a.b"}, "params.stream", "no '.'"),
+        ({"stream": "{o}", "deliverPolicy": "sometimes"}, "params.deliverPolicy", "'all', 'last'"),
+        ({"stream": "{o}", "ackWait": 0}, "params.ackWait", "greater than or equal to 1"),
+    ],
+    ids=["no-stream", "filter-other-prefix", "stream-name", "deliver-policy", "ack-wait"],
+)
+def test_consumer_bad_params_fail_check_naming_the_field(consumer, owner, params, field, reason):
+    params = {k: v.format(o=owner) if isinstance(v, str) else v for k, v in params.items()}
+    found = failures(consumer, props("nats", "events", "consumer", "worker", owner, params))
+    assert field in found and reason in found[field], found
+
+
+# --- kv ------------------------------------------------------------------------------------
+
+
+def kv_inputs(kv, owner: str, name: str | None = None, **params) -> dict:
+    return checked(kv, props("nats", "events", "kv", name or owner, owner, params))
+
+
+def test_kv_create_then_create_again_adopts_and_works_as_a_bucket(kv, owner, js):
+    inputs = kv_inputs(kv, owner, history=3, ttl=3600)
+    first = kv.create(inputs)
+    before = stream_config(js, f"KV_{owner}")
+    second = kv.create(inputs)
+    assert first.id == second.id == f"nats/events/kv/{owner}@{owner}"
+    assert {k: second.outs[k] for k in Kv.attributes} == {"host": "127.0.0.1", "port": 44222, "bucket": owner}
+    assert stream_config(js, f"KV_{owner}") == before
+    assert (before.max_msgs_per_subject, before.max_age) == (3, 3600)
+    assert before.metadata["devstack.owner"] == owner
+
+    async def use(j):
+        bucket = await j.key_value(owner)
+        for value in (b"1", b"2", b"3", b"4"):
+            await bucket.put("greeting", value)
+        return (await bucket.get("greeting")).value, len(await bucket.history("greeting"))
+
+    assert js(use) == (b"4", 3)
+
+
+def test_kv_update_in_place_then_drift(kv, owner, js):
+    outs = kv.create(kv_inputs(kv, owner)).outs
+    news = kv_inputs(kv, owner, history=5, ttl=60, maxBytes=1_000_000)
+    diff = kv.diff("id", outs, news)
+    assert diff.replaces == [] and diff.changes
+    outs = kv.update("id", outs, news).outs
+    live = stream_config(js, f"KV_{owner}")
+    assert (live.max_msgs_per_subject, live.max_age, live.max_bytes) == (5, 60, 1_000_000)
+    js(lambda j: j.update_stream(live.evolve(max_msgs_per_subject=2)))
+    assert kv.read("id", outs).outs["params"]["history"] == 2
+    js(lambda j: j.delete_key_value(owner))
+    assert kv.read("id", outs).id == ""
+
+
+def test_kv_storage_replaces(kv, owner):
+    outs = kv.create(kv_inputs(kv, owner)).outs
+    news = kv_inputs(kv, owner, storage="memory")
+    assert kv.diff("id", outs, news).replaces == ["params.storage"]
+    with pytest.raises(Unsupported, match="storage 'file'"):
+        kv.create(news)
+
+
+def test_kv_retained_and_purged_delete(kv, owner, js):
+    outs = kv.create(kv_inputs(kv, owner)).outs
+
+    async def put(j):
+        await (await j.key_value(owner)).put("k", b"v")
+
+    js(put)
+    kv.delete("id", outs)
+    assert js(lambda j: j.stream_info(f"KV_{owner}")).state.messages == 1
+    kv.delete("id", {**outs, "purge": True})
+    assert stream_config(js, f"KV_{owner}") is None
+    kv.delete("id", {**outs, "purge": True})
+
+
+def test_foreign_kv_bucket_is_a_conflict_and_untouched(kv, owner, js):
+    js(lambda j: j.create_key_value(KeyValueConfig(bucket=owner, history=2)))
+    before = stream_config(js, f"KV_{owner}")
+    with pytest.raises(Conflict, match="devstack does not manage"):
+        kv.create(kv_inputs(kv, owner, history=7))
+    assert stream_config(js, f"KV_{owner}") == before
+
+
+def test_kv_of_another_project_is_a_conflict(kv, owner, js):
+    kv.create(kv_inputs(kv, owner, name="cache"))
+    other = f"{owner}_cache"
+    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
+        kv.create(kv_inputs(kv, other))
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "reason"),
+    [
+        ({"history": 65}, "params.history", "less than or equal to 64"),
+        ({"ttl": -1}, "params.ttl", "greater than or equal to 0"),
+        ({"storage": "disk"}, "params.storage", "'file' or 'memory'"),
+    ],
+    ids=["history", "ttl", "storage"],
+)
+def test_kv_bad_params_fail_check_naming_the_field(kv, owner, params, field, reason):
+    found = failures(kv, props("nats", "events", "kv", owner, owner, params))
+    assert field in found and reason in found[field], found
+
+
+def test_kv_bucket_name_rules(owner):
+    with pytest.raises(InvalidSpec, match="no '.'"):
+        Kv.engine_name("my.cache", owner)
+    with pytest.raises(InvalidSpec, match="at most 252"):
+        Kv.engine_name("x" * 260, owner)
+
+
+# --- engine down --------------------------------------------------------------------------
+
+
+def test_engine_down_names_engine_address_and_fix(configure, owner):
+    provider = configure(Stream())
+    provider._instances["events"] = provider._instances["events"].model_copy(update={"port": 1})
+    with pytest.raises(EngineUnavailable, match=r"nats instance 'events' at 127\.0\.0\.1:1.*tools\.engines start nats"):
+        provider.create(checked(provider, props("nats", "events", "stream", owner, owner)))
+
+
+def test_wrong_admin_password_says_the_credential_is_rejected(configure, owner):
+    provider = configure(Stream())
+    provider._instances["events"] = provider._instances["events"].model_copy(update={"admin_password": SecretStr("wrong")})
+    with pytest.raises(EngineUnavailable, match="Authorization Violation.*admin credential does not match"):
+        provider.create(checked(provider, props("nats", "events", "stream", owner, owner)))
+
+
+def test_purge_never_drops_a_stream_relabelled_for_another_project(stream, owner, js):
+    outs = stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
+    live = stream_config(js, owner)
+    js(lambda j: j.update_stream(live.evolve(metadata={**live.metadata, "devstack.owner": "intruder"})))
+    assert stream.read("id", outs).outs["owner"] == "intruder"  # the next diff replaces
+    with pytest.raises(Conflict, match="belongs to project 'intruder'.*nothing was dropped"):
+        stream.delete("id", {**outs, "purge": True})
+    assert stream_config(js, owner) is not None
+
+
+def test_memory_storage_stream(stream, owner, js):
+    stream.create(checked(stream, props("nats", "events", "stream", owner, owner, {"storage": "memory"})))
+    assert stream_config(js, owner).storage == StorageType.MEMORY
