@@ -330,7 +330,7 @@ class KafkaEngine(Engine):
         argv = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1",
                 f"-Dlog4j2.configurationFile={self.log4j_file}", "-cp", f"{LIB_DIR}/*",
                 "kafka.tools.StorageTool", "format", "--config", str(self.config_file),
-                "--cluster-id", cluster_id]
+                f"--cluster-id={cluster_id}"]  # one '=' form: a random id may start with '-' 
         for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
             argv += ["--add-scram", scram_arg(mechanism, credential.user, credential.password)]
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -352,8 +352,7 @@ class KafkaEngine(Engine):
         # process forgets it once handed over.
         if self._internal_secret is None:
             raise self.error("start", "prepare() did not run")
-        secret, self._internal_secret = self._internal_secret, None
-        return {SECRET_ENV: secret}
+        return {SECRET_ENV: self._internal_secret}
 
     def healthy(self) -> bool:
         return api_versions_ok(self.port)
@@ -361,12 +360,27 @@ class KafkaEngine(Engine):
     def ensure_credential(self, credential: Credential | None) -> bool:
         """Require that the admin can list topics over SCRAM-SHA-512 (bounded wait).
 
-        Changes nothing: the admin credential was fixed when the storage was
-        formatted. A rejected credential means the storage was formatted with
-        another one; say how to recover instead of silently resetting it.
+        A rejected admin credential (the stack's secret changed, or the broker
+        lost it: Kafka 4.4 drops a bootstrap SCRAM credential on restart after
+        another user's credential was replaced) is re-applied through the
+        broker's own super-user principal on the internal listener, whose
+        secret exists only for this start. True when it re-applied it.
         """
         if credential is None:
             return False
+        try:
+            if self._admin_rejected(credential):
+                self._reapply_admin(credential)
+                if self._admin_rejected(credential):
+                    raise self.error("start", f"the broker still rejects the admin credential of user "
+                                     f"{credential.user!r} after re-applying it: stop it and `reset` kafka")
+                return True
+            return False
+        finally:
+            self._internal_secret = None  # this process forgets it once the broker runs
+
+    def _admin_rejected(self, credential: Credential) -> bool:
+        """True when SCRAM login fails; False once list_topics works (bounded wait)."""
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient
 
@@ -389,13 +403,28 @@ class KafkaEngine(Engine):
                 last = str(exc.args[0]) if exc.args else repr(exc)
             admin.poll(0.2)  # serves error_cb, where authentication failures show up
             if auth_errors:
-                raise self.error("start", f"the broker rejects the admin credential of user "
-                                 f"{credential.user!r} ({auth_errors[0]}); its storage was formatted "
-                                 f"with another one: stop it and `reset` kafka to reformat")
+                return True
             if time.monotonic() >= deadline:
                 raise self.error("start", f"admin list_topics did not succeed within "
                                  f"{ADMIN_CHECK_TIMEOUT:.0f}s: {last}")
             time.sleep(0.5)
+
+    def _reapply_admin(self, credential: Credential) -> None:
+        """Upsert the admin's SCRAM credentials as the broker principal (internal listener)."""
+        from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        if self._internal_secret is None:
+            raise self.error("start", "the broker rejects the admin credential and this process did not "
+                             "launch it, so it cannot re-apply it: stop kafka and start it again")
+        internal = AdminClient({
+            "bootstrap.servers": f"{HOST}:{INTERNAL_PORT}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": BROKER_PRINCIPAL, "sasl.password": self._internal_secret,
+        })
+        # One request per mechanism: the broker refuses two alterations of one user at once.
+        for mechanism in (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256):
+            upsert = UserScramCredentialUpsertion(credential.user, ScramCredentialInfo(mechanism, SCRAM_ITERATIONS),
+                                                  credential.password.encode())
+            internal.alter_user_scram_credentials([upsert])[credential.user].result(timeout=ADMIN_CHECK_TIMEOUT)
 
 
 ENGINE = KafkaEngine()
