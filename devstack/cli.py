@@ -1,0 +1,43 @@
+"""`devstack`: one console script; each command group lives in its own module.
+
+A command module exposes `register(subparsers)`, which adds its parsers and
+sets `func` on each (a callable taking the parsed args and returning the exit
+code). Modules are imported lazily so a broken one only breaks its commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Command modules, in the order `devstack --help` lists them.
+COMMAND_MODULES = (
+    "devstack.ledger_cli",   # resource list/show/gc/rm, destroy
+    "devstack.env_cli",      # env, exec
+    "devstack.imperative",   # resource create, db/s3/queue/topic/stream aliases
+    "devstack.doctor",       # doctor
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="devstack", description=__doc__.splitlines()[0])
+    subparsers = root.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name == name:
+                continue  # not written yet
+            raise
+        module.register(subparsers)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
