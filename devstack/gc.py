@@ -1,0 +1,123 @@
+"""Garbage collection: engine scans (devstack.scan) reconciled against the ledger.
+
+`reconcile` only reads; `prune` drops the orphans it is given through their
+providers, one engine call each, and touches nothing else (not the ledger,
+not foreign resources, not other workspaces' resources).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from devstack.errors import DevstackError
+from devstack.ledger import Filters, GcError, GcItem, GcReport, Tracked, drop_data
+from devstack.scan import Found, scan
+from providers import errors as perr
+from providers import registry
+from providers.identity import Identity
+from providers.instances import SharedInstance, instances_from_config
+
+#: Kinds that live inside (or hold grants on) another kind: dropped first.
+DEPENDENT_KINDS = frozenset({"consumer", "lifecycle", "user", "acl", "access_key"})
+
+
+def _kinds_in_scope(engine: str, filters: Filters) -> list[str]:
+    kinds = list(registry.kinds(engine))
+    return [k for k in kinds if filters.kind in (None, k)]
+
+
+def _scan_all(instances: list[SharedInstance], filters: Filters) -> tuple[list[Found], list[str], list[GcError]]:
+    """Scan each instance in scope, in parallel (each waits on its own engine).
+
+    An instance that fails is reported in the errors and left out of
+    `scanned`, so none of its ledger entries can be taken for stale.
+    """
+    work = [(i, kinds) for i in instances if (kinds := _kinds_in_scope(i.engine, filters))]
+    found, scanned, errors = [], [], []
+    with ThreadPoolExecutor(max_workers=max(1, len(work))) as pool:
+        futures = [(instance, pool.submit(scan, instance, kinds)) for instance, kinds in work]
+        for instance, future in futures:
+            try:
+                found += future.result()
+                scanned.append(instance.name)
+            except perr.DevstackError as err:
+                errors.append(GcError(engine=instance.engine, instance=instance.name, error=str(err)))
+            except Exception as err:  # a client library's own failure: this instance is not scanned, the rest are
+                errors.append(GcError(engine=instance.engine, instance=instance.name,
+                                      error=f"cannot scan: {type(err).__name__}: {err}"))
+    return found, scanned, errors
+
+
+def _ledger_key(t: Tracked) -> tuple[str, str, str] | None:
+    try:
+        engine_name = registry.provider_class(t.ident.engine, t.ident.kind).engine_name(t.ident.name, t.ident.owner)
+    except (KeyError, perr.InvalidSpec):
+        return None
+    return (t.ident.instance, t.ident.kind, engine_name)
+
+
+def _item(f: Found, reason: str) -> GcItem:
+    return GcItem(engine=f.engine, instance=f.instance, kind=f.kind, engine_name=f.engine_name,
+                  project=f.owner, stack=f.stack, name=f.name, reason=reason)
+
+
+def reconcile(
+    workspace: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
+) -> GcReport:
+    """Sort every scanned resource into managed, orphan, foreign or another workspace's; list stale ledger entries."""
+    instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
+    found, scanned, errors = _scan_all(sorted(instances, key=lambda i: i.name), filters)
+    in_scope = [t for t in tracked if filters.matches(t.ident) and t.ident.instance in scanned]
+    ledger = {key: t for t in in_scope if (key := _ledger_key(t)) is not None}
+    managed, orphans, foreign, others, matched = 0, [], [], [], set()
+    for f in found:
+        if f.owner is None:
+            if filters.project is None:
+                foreign.append(_item(f, "carries no devstack ownership marker"))
+            continue
+        if filters.project not in (None, f.owner):
+            continue
+        entry = ledger.get(f.key)
+        if entry is not None and entry.ident.owner == f.owner:
+            matched.add(f.key)
+            if f.owner in projects:
+                managed += 1
+            else:
+                orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
+        elif f.stack == workspace:
+            orphans.append(_item(f, "marked for this workspace but not in the ledger"))
+        else:
+            others.append(_item(f, f"marked for workspace {f.stack!r}" if f.stack else "its marker records no workspace"))
+    stale = [
+        GcItem(engine=t.ident.engine, instance=t.ident.instance, kind=t.ident.kind, engine_name=key[2],
+               project=t.ident.owner, stack=t.props.get("stack"), name=t.ident.name,
+               reason="in the ledger but missing from the engine (`pulumi refresh` drops it from the ledger)")
+        for key, t in sorted(ledger.items()) if key not in matched
+    ]
+    return GcReport(workspace=workspace, filters=filters, scanned=scanned, managed=managed, orphans=orphans,
+                    stale=stale, foreign=foreign, other_workspaces=others, pruned=[], errors=errors)
+
+
+def prune(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], list[GcError]]:
+    """Drop each orphan through its kind's provider (dependent kinds first): one engine call each.
+
+    Returns the ids dropped and one error per orphan that could not be (no
+    derivable declaration name, already gone, conflict, engine failure).
+    """
+    pruned, errors = [], []
+    for orphan in sorted(orphans, key=lambda o: (o.kind not in DEPENDENT_KINDS, o.engine, o.instance, o.engine_name)):
+        if orphan.name is None or orphan.project is None:
+            errors.append(GcError(engine=orphan.engine, instance=orphan.instance,
+                                  error=f"cannot drop {orphan.kind} {orphan.engine_name!r}: no declaration name maps to it"))
+            continue
+        ident = Identity(orphan.engine, orphan.instance, orphan.kind, orphan.name, orphan.project)
+        try:
+            if drop_data(config, ident, {"params": {}, "stack": orphan.stack or ""}):
+                pruned.append(str(ident))
+            else:
+                errors.append(GcError(engine=orphan.engine, instance=orphan.instance, error=f"{ident}: already gone"))
+        except DevstackError as err:
+            errors.append(GcError(engine=orphan.engine, instance=orphan.instance, error=str(err)))
+    return pruned, errors

@@ -1,0 +1,776 @@
+"""The ledger (the Pulumi stack state) as a typed Python API.
+
+Everything goes through the Pulumi automation API and the CLI built into
+.devstack/bin, in the offline environment of tools/pulumi_env.py. Functions
+return pydantic models and raise the typed errors of `devstack.errors`.
+
+Stable entry points (other command modules build on them):
+
+- `open_stack(workspace="local", backend_url=None, work_dir=ROOT, *, env=None, create=False) -> auto.Stack`
+- `tracked_resources(stack, show_secrets=False) -> list[Tracked]`: every tenant resource of the state
+- `list_resources(stack, *, project, engine, kind, limit, cursor) -> ResourcePage`
+- `show_resource(stack, name, *, engine, project, kind, show_secrets) -> ResourceDetail`
+- `remove_resource(stack, name, *, engine, project, kind, purge_data, confirm) -> Removal`
+- `destroy_stack(stack, *, purge_data, confirm) -> Destruction`
+- `collect_garbage(stack, *, engine, kind, project, prune, confirm) -> GcReport`
+- `service_env(stack, project, service, *, show_secrets) -> ServiceEnv`
+
+`confirm` is a callable that receives a description of the data about to be
+dropped and returns True to go ahead; None (or False) aborts with `Aborted`
+before anything changes. It is asked only when data would be dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pulumi import automation as auto
+from pydantic import BaseModel, ConfigDict, Field
+
+from devstack.errors import (
+    Aborted,
+    Ambiguous,
+    DevstackError,
+    EngineError,
+    IdentityConflict,
+    InvalidQuery,
+    NotFound,
+    ScopeMismatch,
+)
+from providers.identity import Identity
+from tools.pulumi_env import ROOT, STATE_DIR, pulumi_env
+
+#: Variables a user may set (e.g. after `eval "$(python -m tools.pulumi_env)"`)
+#: that take precedence over the checkout's defaults.
+USER_OVERRIDES = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_HOME")
+#: The type prefix of every tenant resource: `pulumi-python:dynamic/<engine>:<kind>`.
+DYNAMIC_PREFIX = "pulumi-python:dynamic/"
+#: Pulumi's marker for a secret value in a deployment (`stack export`).
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+REDACTED = "[secret]"
+POLICY_FIELDS = ("credentials", "purge", "stack")
+#: Inputs/outputs that are not attributes: identity, policy, params and the pickled provider.
+NOT_ATTRIBUTES = frozenset({*Identity.field_names(), *POLICY_FIELDS, "params", "__provider"})
+DEFAULT_LIMIT, MAX_LIMIT = 100, 500
+
+Confirm = Callable[[str], bool]
+
+
+# --- opening a stack ----------------------------------------------------------
+
+
+def stack_env(backend_url: str | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The offline environment for a stack operation.
+
+    `base` replaces the checkout defaults entirely (tests pass their own
+    backend and passphrase); otherwise the defaults of tools/pulumi_env.py
+    apply, overridden by the caller's PULUMI_BACKEND_URL,
+    PULUMI_CONFIG_PASSPHRASE_FILE and PULUMI_HOME. An explicit
+    `backend_url` (file://, postgres://, s3://...) wins over both.
+    """
+    if base is not None:
+        env = dict(base)
+    else:
+        env = pulumi_env()
+        env.update({key: os.environ[key] for key in USER_OVERRIDES if os.environ.get(key)})
+    if backend_url:
+        env["PULUMI_BACKEND_URL"] = backend_url
+    return env
+
+
+def pulumi_command() -> auto.PulumiCommand:
+    """The pinned CLI in .devstack/bin (never a downloaded one)."""
+    return auto.PulumiCommand(root=str(STATE_DIR))
+
+
+def _project_settings(work_dir: Path) -> auto.ProjectSettings | None:
+    # The repo root has Pulumi.yaml (stackConfigDir: stacks); a scratch
+    # directory (tests, tools) gets the same project in memory.
+    if (work_dir / "Pulumi.yaml").exists():
+        return None
+    return auto.ProjectSettings(
+        name="devstack",
+        runtime=auto.ProjectRuntimeInfo(name="python", options={"virtualenv": str(ROOT / ".venv")}),
+    )
+
+
+def open_stack(
+    workspace: str = "local",
+    backend_url: str | None = None,
+    work_dir: Path = ROOT,
+    *,
+    env: Mapping[str, str] | None = None,
+    create: bool = False,
+) -> auto.Stack:
+    """The stack named `workspace` of project devstack, through the automation API.
+
+    `work_dir` holds the program (`__main__.py`) and the stack config
+    (`Pulumi.yaml` with `stackConfigDir`); when it has no Pulumi.yaml the
+    project settings are supplied in memory. `env`: see `stack_env`.
+    Raises NotFound when the stack does not exist in the backend (unless
+    `create`, which creates it), EngineError when the CLI cannot run.
+    """
+    work_dir = Path(work_dir)
+    variables = stack_env(backend_url, env)
+    try:
+        workspace_obj = auto.LocalWorkspace(
+            work_dir=str(work_dir),
+            project_settings=_project_settings(work_dir),
+            env_vars=variables,
+            pulumi_command=pulumi_command(),
+        )
+        if create:
+            return auto.Stack.create_or_select(workspace, workspace_obj)
+        return auto.Stack.select(workspace, workspace_obj)
+    except auto.errors.StackNotFoundError as err:
+        raise NotFound(
+            "open", f"stack {workspace!r}", f"the backend {_safe_url(variables['PULUMI_BACKEND_URL'])} has no such stack",
+            "run `pulumi up --stack <workspace>` first, or pass --workspace / --backend-url",
+        ) from err
+    except auto.errors.CommandError as err:
+        raise EngineError("open", f"stack {workspace!r}", cli_error(err)) from err
+
+
+def _safe_url(url: str) -> str:
+    """A backend URL without its password (postgres://user:pass@host/db)."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        credentials, _, host = rest.rpartition("@")
+        rest = f"{credentials.split(':', 1)[0]}:***@{host}"
+    return scheme + sep + rest
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+):[^@\s]+@")
+
+
+def cli_error(err: BaseException) -> str:
+    """The useful part of a CLI failure: its `error:` line, not the whole command dump.
+
+    A backend URL in it loses its password (postgres://user:***@host/db).
+    """
+    text = getattr(err, "stderr", None) or str(err)
+    lines = [line.strip().removeprefix("stderr:").strip() for line in str(text).splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    return _URL_PASSWORD.sub(r"\1:***@", (errors or lines or ["pulumi failed"])[-1])
+
+
+def run_cli(stack: auto.Stack, *args: str) -> str:
+    """Run one pulumi command on `stack` in its workspace and environment; its stdout."""
+    workspace = stack.workspace
+    try:
+        result = workspace.pulumi_command.run(
+            [*args, "--stack", stack.name, "--non-interactive"], workspace.work_dir, dict(workspace.env_vars)
+        )
+    except auto.errors.CommandError as err:
+        raise EngineError(f"run `pulumi {args[0]} {args[1] if len(args) > 1 else ''}`".rstrip() + " on",
+                          f"stack {stack.name!r}", cli_error(err)) from err
+    return result.stdout
+
+
+# --- reading the state --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """One tenant resource as the state records it.
+
+    `props` are its outputs (inputs for a resource that has none yet) with
+    secret values either revealed or replaced by "[secret]"; `secrets` names
+    the top-level props that are secret.
+    """
+
+    urn: str
+    ident: Identity
+    props: dict[str, Any]
+    secrets: frozenset[str]
+    entry: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def sort_key(self) -> tuple[str, ...]:
+        """The stable order of list: project, engine, instance, kind, name (urn breaks ties)."""
+        i = self.ident
+        return (i.owner, i.engine, i.instance, i.kind, i.name, self.urn)
+
+    @property
+    def dependencies(self) -> list[str]:
+        return list(self.entry.get("dependencies") or [])
+
+
+def export_deployment(stack: auto.Stack, show_secrets: bool = False) -> dict[str, Any]:
+    """The stack's deployment; secrets stay ciphertext unless `show_secrets`."""
+    if show_secrets:
+        try:
+            return stack.export_stack().deployment or {}
+        except auto.errors.CommandError as err:
+            raise EngineError("export", f"stack {stack.name!r}", cli_error(err)) from err
+    return json.loads(run_cli(stack, "stack", "export")).get("deployment") or {}
+
+
+def _reveal(value: Any, show: bool) -> tuple[Any, bool]:
+    """(value with secrets revealed or redacted, whether it held a secret)."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            if show and "plaintext" in value:
+                return json.loads(value["plaintext"]), True
+            return REDACTED, True
+        pairs = {key: _reveal(item, show) for key, item in value.items()}
+        return {key: pair[0] for key, pair in pairs.items()}, any(pair[1] for pair in pairs.values())
+    if isinstance(value, list):
+        pairs = [_reveal(item, show) for item in value]
+        return [pair[0] for pair in pairs], any(pair[1] for pair in pairs)
+    return value, False
+
+
+def _tracked(entry: dict[str, Any], show: bool) -> Tracked | None:
+    """A state entry as Tracked, or None when it is not a tenant resource."""
+    if not str(entry.get("type", "")).startswith(DYNAMIC_PREFIX) or entry.get("delete"):
+        return None
+    raw = entry.get("outputs") or entry.get("inputs") or {}
+    props, secrets = {}, set()
+    for key, value in raw.items():
+        props[key], secret = _reveal(value, show)
+        if secret:
+            secrets.add(key)
+    try:
+        ident = Identity.from_props(props)
+    except KeyError:
+        return None  # not one of ours: no identity envelope
+    return Tracked(urn=entry["urn"], ident=ident, props=props, secrets=frozenset(secrets), entry=entry)
+
+
+def tracked_resources(stack: auto.Stack, show_secrets: bool = False) -> list[Tracked]:
+    """Every tenant resource of the stack's state, in the stable list order."""
+    entries = export_deployment(stack, show_secrets).get("resources") or []
+    found = [t for t in (_tracked(e, show_secrets) for e in entries) if t is not None]
+    return sorted(found, key=lambda t: t.sort_key)
+
+
+# --- models -------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Resource(_Model):
+    """One row of `devstack resource list`."""
+
+    id: str = Field(description="canonical identity: engine/instance/kind/name@owner")
+    urn: str
+    project: str = Field(description="the owner")
+    engine: str
+    instance: str
+    kind: str
+    name: str
+    credentials: str
+    purge: bool
+    retained: bool = Field(description="retainOnDelete: removing the declaration keeps the data")
+    created: datetime | None
+    modified: datetime | None
+    attributes: dict[str, Any] = Field(description="provider outputs; secret ones are \"[secret]\" unless shown")
+
+    @classmethod
+    def of(cls, t: Tracked) -> Resource:
+        i, entry = t.ident, t.entry
+        return cls(
+            id=str(i), urn=t.urn, project=i.owner, engine=i.engine, instance=i.instance, kind=i.kind, name=i.name,
+            credentials=str(t.props.get("credentials") or "predictable"), purge=bool(t.props.get("purge")),
+            retained=bool(entry.get("retainOnDelete")), created=entry.get("created"), modified=entry.get("modified"),
+            attributes={k: v for k, v in t.props.items() if k not in NOT_ATTRIBUTES},
+        )
+
+
+class Filters(_Model):
+    """The exact-match filters of a list; a cursor is bound to them."""
+
+    project: str | None = None
+    engine: str | None = None
+    kind: str | None = None
+
+    def matches(self, ident: Identity) -> bool:
+        return all(want is None or want == have for want, have in
+                   ((self.project, ident.owner), (self.engine, ident.engine), (self.kind, ident.kind)))
+
+    def fingerprint(self, workspace: str) -> str:
+        text = json.dumps({"workspace": workspace, **self.model_dump()}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class ResourcePage(_Model):
+    """One page of `devstack resource list`."""
+
+    workspace: str
+    filters: Filters
+    total: int = Field(description="rows matching the filters, over all pages")
+    limit: int
+    items: list[Resource]
+    next_cursor: str | None = Field(description="pass as --cursor for the next page; null on the last page")
+
+
+class ResourceDetail(Resource):
+    """`devstack resource show`: a row plus params, marker stack, secrets and dependencies."""
+
+    workspace: str
+    stack: str | None = Field(description="the stack recorded in the resource's ownership marker")
+    params: dict[str, Any]
+    secret_attributes: list[str] = Field(description="attributes holding secrets")
+    secrets_shown: bool
+    dependencies: list[str] = Field(description="URNs this resource depends on")
+
+
+# --- validation ---------------------------------------------------------------
+
+
+def validate_filters(engine: str | None, kind: str | None, project: str | None = None) -> Filters:
+    """Filters naming a known engine and one of its kinds; InvalidQuery otherwise."""
+    from providers import registry
+
+    if engine is not None and engine not in registry.engines():
+        raise InvalidQuery("filter by", f"engine {engine!r}", "no such engine",
+                           f"use one of {', '.join(registry.engines())}")
+    if kind is not None:
+        known = {k for e in ([engine] if engine else registry.engines()) for k in registry.kinds(e)}
+        if kind not in known:
+            raise InvalidQuery("filter by", f"kind {kind!r}", f"no engine{' ' + engine if engine else ''} serves it",
+                               f"use one of {', '.join(sorted(known))}")
+    for label, value in (("project", project), ("engine", engine), ("kind", kind)):
+        if value is not None and not value.strip():
+            raise InvalidQuery("filter by", label, "the value is empty")
+    return Filters(project=project, engine=engine, kind=kind)
+
+
+# --- list -----------------------------------------------------------------------
+
+
+def encode_cursor(fingerprint: str, key: tuple[str, ...]) -> str:
+    raw = json.dumps({"v": 1, "f": fingerprint, "k": list(key)}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, fingerprint: str) -> tuple[str, ...]:
+    """The sort key after which the next page starts.
+
+    InvalidQuery for a cursor that is not one of ours; ScopeMismatch for
+    one made for other filters or another workspace.
+    """
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        key = tuple(data["k"])
+        valid = data.get("v") == 1 and isinstance(data.get("f"), str) and len(key) == 6 and all(isinstance(k, str) for k in key)
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError):
+        valid = False
+    if not valid:
+        raise InvalidQuery("page with", "--cursor", "it is malformed", "pass the next_cursor of a previous page unchanged")
+    if data["f"] != fingerprint:
+        raise ScopeMismatch("page with", "--cursor", "it was made for other filters or another workspace",
+                            "repeat the query with the filters that produced the cursor, or start without --cursor")
+    return key
+
+
+def list_resources(
+    stack: auto.Stack,
+    *,
+    project: str | None = None,
+    engine: str | None = None,
+    kind: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    cursor: str | None = None,
+    tracked: list[Tracked] | None = None,
+) -> ResourcePage:
+    """One page of tenant resources in stable order (project, engine, instance, kind, name).
+
+    Keyset pagination: `cursor` is the previous page's `next_cursor`, valid
+    only with the same filters and workspace. `tracked` skips reading the
+    state again (callers that already hold it).
+    """
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidQuery("list", "resources", f"--limit {limit} is out of range", f"use 1 to {MAX_LIMIT}")
+    filters = validate_filters(engine, kind, project)
+    fingerprint = filters.fingerprint(stack.name)
+    after = decode_cursor(cursor, fingerprint) if cursor is not None else None
+    rows = [t for t in (tracked if tracked is not None else tracked_resources(stack)) if filters.matches(t.ident)]
+    rest = [t for t in rows if after is None or t.sort_key > after]
+    page = rest[:limit]
+    more = len(rest) > limit
+    return ResourcePage(
+        workspace=stack.name, filters=filters, total=len(rows), limit=limit, items=[Resource.of(t) for t in page],
+        next_cursor=encode_cursor(fingerprint, page[-1].sort_key) if more else None,
+    )
+
+
+# --- show -------------------------------------------------------------------------
+
+
+def find_resource(
+    tracked: Iterable[Tracked], name: str, *, engine: str | None = None, project: str | None = None,
+    kind: str | None = None, verb: str = "show",
+) -> Tracked:
+    """The one resource `name` designates: its canonical id, its Pulumi name
+    (`<project>/<instance>/<kind>/<name>`) or its declaration name, narrowed by
+    the filters. NotFound for none, Ambiguous (listing them) for several.
+    """
+    filters = Filters(project=project, engine=engine, kind=kind)
+    candidates = [t for t in tracked if filters.matches(t.ident)]
+    for designates in (
+        lambda t: str(t.ident) == name,
+        lambda t: t.urn.rsplit("::", 1)[-1] == name,
+        lambda t: t.ident.name == name,
+    ):
+        found = [t for t in candidates if designates(t)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise Ambiguous(verb, f"resource {name!r}", [str(t.ident) for t in found])
+    scope = ", ".join(f"{k} {v!r}" for k, v in filters.model_dump().items() if v)
+    raise NotFound(verb, f"resource {name!r}", "the ledger has no such resource" + (f" ({scope})" if scope else ""),
+                   "see `devstack resource list`")
+
+
+def show_resource(
+    stack: auto.Stack,
+    name: str,
+    *,
+    engine: str | None = None,
+    project: str | None = None,
+    kind: str | None = None,
+    show_secrets: bool = False,
+) -> ResourceDetail:
+    """Everything the ledger knows about one resource; secret attributes redacted unless `show_secrets`."""
+    validate_filters(engine, kind, project)
+    t = find_resource(tracked_resources(stack, show_secrets), name, engine=engine, project=project, kind=kind)
+    row = Resource.of(t)
+    return ResourceDetail(
+        **row.model_dump(), workspace=stack.name, stack=t.props.get("stack"), params=t.props.get("params") or {},
+        secret_attributes=sorted(k for k in t.secrets if k in row.attributes), secrets_shown=show_secrets,
+        dependencies=t.dependencies,
+    )
+
+
+# --- providers from the stack config ---------------------------------------------------
+
+
+def stack_config(stack: auto.Stack) -> dict[str, Any]:
+    """The stack's config with secrets decrypted (admin credentials): key -> value."""
+    try:
+        return {key: value.value for key, value in stack.get_all_config().items()}
+    except auto.errors.CommandError as err:
+        raise EngineError("read the config of", f"stack {stack.name!r}", cli_error(err)) from err
+
+
+def configured_provider(config: Mapping[str, Any], engine: str, kind: str):
+    """The kind's provider, configured exactly as Pulumi configures it (admin secrets via configure)."""
+    from pulumi.dynamic import Config, ConfigureRequest
+
+    from providers import registry
+
+    provider = registry.provider_class(engine, kind)()
+    provider.configure(ConfigureRequest(Config(raw_config=dict(config), project_name="devstack")))
+    return provider
+
+
+def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, Any]) -> bool:
+    """Drop one resource's data through its provider: one engine call. False when it was already gone.
+
+    Raises IdentityConflict when the engine gives it to someone else (nothing
+    dropped), EngineError when the engine fails.
+    """
+    from providers import errors as perr
+
+    provider = configured_provider(config, ident.engine, ident.kind)
+    try:
+        provider.drop(provider._instance(ident, "drop"), ident, {**props, **ident.as_props(), "purge": True})
+    except perr.NotFound:
+        return False
+    except perr.Conflict as err:
+        raise IdentityConflict("drop", str(ident), err.cause, "nothing was dropped") from err
+    except perr.DevstackError as err:
+        raise EngineError("drop", str(ident), err.cause, err.hint) from err
+    except Exception as err:  # a client library's own error: still "cannot drop <id>", cause chained
+        raise EngineError("drop", str(ident), f"{type(err).__name__}: {err}") from err
+    return True
+
+
+def _require_confirmation(confirm: Confirm | None, text: str) -> None:
+    if confirm is None or not confirm(text):
+        raise Aborted("drop", "data", "not confirmed; nothing was changed", "confirm, or pass --yes")
+
+
+# --- rm -------------------------------------------------------------------------------
+
+
+class Removal(_Model):
+    """What `devstack resource rm` did."""
+
+    workspace: str
+    resource: Resource
+    untracked: bool = Field(description="removed from the ledger (pulumi state delete)")
+    data_dropped: bool = Field(description="the engine's data was dropped (only with purge_data)")
+    already_gone: bool = Field(description="purge_data found nothing to drop in the engine")
+
+
+def _state_delete(stack: auto.Stack, urns: list[str]) -> None:
+    """Un-track resources: `pulumi state delete` (one CLI call), never an engine call."""
+    if urns:
+        run_cli(stack, "state", "delete", *urns, "--yes")
+
+
+def _dependents(tracked: Iterable[Tracked], urns: set[str]) -> list[Tracked]:
+    return [t for t in tracked if t.urn not in urns and urns & set(t.dependencies)]
+
+
+def remove_resource(
+    stack: auto.Stack,
+    name: str,
+    *,
+    engine: str | None = None,
+    project: str | None = None,
+    kind: str | None = None,
+    purge_data: bool = False,
+    confirm: Confirm | None = None,
+) -> Removal:
+    """Un-track one resource; with `purge_data`, drop its data first (after `confirm`).
+
+    Without purge_data only the ledger changes (`pulumi state delete`): the
+    data stays and a later `pulumi up` that still declares it adopts it again.
+    Refuses (InvalidQuery, nothing changed) a resource others depend on.
+    """
+    validate_filters(engine, kind, project)
+    tracked = tracked_resources(stack)
+    target = find_resource(tracked, name, engine=engine, project=project, kind=kind, verb="remove")
+    dependents = _dependents(tracked, {target.urn})
+    if dependents:
+        raise InvalidQuery("remove", str(target.ident), "other resources depend on it: "
+                           + ", ".join(str(t.ident) for t in dependents), "remove those first")
+    dropped = gone = False
+    if purge_data:
+        _require_confirmation(confirm, f"drop the data of {target.ident} in {target.ident.engine} "
+                                       f"instance {target.ident.instance!r}")
+        dropped = drop_data(stack_config(stack), target.ident, target.props)
+        gone = not dropped
+    _state_delete(stack, [target.urn])
+    return Removal(workspace=stack.name, resource=Resource.of(target), untracked=True,
+                   data_dropped=dropped, already_gone=gone)
+
+
+# --- destroy --------------------------------------------------------------------------
+
+
+class Destruction(_Model):
+    """What `devstack destroy` did."""
+
+    workspace: str
+    untracked: list[str] = Field(description="ids of the tenant resources removed from the ledger")
+    dropped: list[str] = Field(description="ids whose data was dropped (only with purge_data)")
+    already_gone: list[str] = Field(description="ids purge_data found nothing to drop for")
+
+
+def drop_order(tracked: list[Tracked]) -> list[Tracked]:
+    """Dependents before what they depend on (a consumer before its stream, an ACL before its topics)."""
+    remaining, ordered = list(tracked), []
+    while remaining:
+        needed = {dep for t in remaining for dep in t.dependencies}
+        ready = [t for t in remaining if t.urn not in needed] or remaining[:1]  # a cycle cannot happen; never hang
+        ordered += ready
+        remaining = [t for t in remaining if t not in ready]
+    return ordered
+
+
+def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confirm | None = None) -> Destruction:
+    """Empty the stack. Without purge_data every tenant resource is only un-tracked: data stays.
+
+    With purge_data (after `confirm`) each tenant resource's data is dropped
+    through its provider first, dependents first, one engine call each. Then
+    the tenant resources leave the ledger (`pulumi state delete`, so no
+    provider delete can run whatever `purge` says) and `pulumi destroy`
+    removes what is left (components, outputs). A drop that fails raises
+    before the ledger changes: what was dropped is "already gone" on a rerun.
+    """
+    tracked = tracked_resources(stack)
+    dropped, gone = [], []
+    if purge_data and tracked:
+        _require_confirmation(confirm, f"drop the data of {len(tracked)} resources of workspace {stack.name!r}: "
+                                       + ", ".join(str(t.ident) for t in tracked))
+        config = stack_config(stack)
+        for t in drop_order(tracked):
+            (dropped if drop_data(config, t.ident, t.props) else gone).append(str(t.ident))
+    _state_delete(stack, [t.urn for t in tracked])
+    try:
+        stack.destroy()
+    except auto.errors.CommandError as err:
+        raise EngineError("destroy", f"stack {stack.name!r}", cli_error(err)) from err
+    return Destruction(workspace=stack.name, untracked=[str(t.ident) for t in tracked], dropped=dropped, already_gone=gone)
+
+
+# --- env ------------------------------------------------------------------------------
+
+
+class ServiceEnv(_Model):
+    """A service's environment from the stack output `<project>.services.<service>.env`."""
+
+    workspace: str
+    project: str
+    service: str
+    env: dict[str, str]
+    secret_vars: list[str] = Field(description="variables holding secrets")
+    secrets_shown: bool
+
+
+def _env_text(value: Any) -> str:
+    """Environment values are text; numbers and booleans as JSON writes them."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def service_env(stack: auto.Stack, project: str, service: str, *, show_secrets: bool = False) -> ServiceEnv:
+    """The service's environment; secret values are "[secret]" unless `show_secrets`.
+
+    The masked output decides which variables are secret; the plaintext one
+    is read only when `show_secrets` asks for it.
+    """
+    masked = json.loads(run_cli(stack, "stack", "output", "--json") or "{}")
+    env = _service_section(masked, stack.name, project, service)
+    secret = sorted(k for k, v in env.items() if v == REDACTED)
+    if show_secrets and secret:
+        plain = json.loads(run_cli(stack, "stack", "output", "--json", "--show-secrets") or "{}")
+        env = _service_section(plain, stack.name, project, service)
+    return ServiceEnv(workspace=stack.name, project=project, service=service,
+                      env={k: _env_text(v) for k, v in sorted(env.items())}, secret_vars=secret, secrets_shown=show_secrets)
+
+
+def _service_section(outputs: dict[str, Any], workspace: str, project: str, service: str) -> dict[str, Any]:
+    if project not in outputs:
+        raise NotFound("read the environment of", f"{project}/{service}",
+                       f"workspace {workspace!r} has no project {project!r}",
+                       f"projects with outputs: {', '.join(sorted(outputs)) or 'none'}")
+    services = (outputs[project] or {}).get("services") or {}
+    if service not in services:
+        raise NotFound("read the environment of", f"{project}/{service}",
+                       f"project {project!r} has no service {service!r}",
+                       f"its services: {', '.join(sorted(services)) or 'none'}")
+    return dict((services[service] or {}).get("env") or {})
+
+
+# --- gc -----------------------------------------------------------------------------
+
+
+class GcItem(_Model):
+    """One resource a scan found (orphan, foreign, other workspace) or the ledger lists (stale)."""
+
+    engine: str
+    instance: str
+    kind: str
+    engine_name: str = Field(description="the name inside the engine")
+    project: str | None = Field(description="owner from the ownership marker (ledger owner for stale); null = no marker")
+    stack: str | None = Field(description="workspace recorded in the marker, when the engine keeps it")
+    name: str | None = Field(description="the declaration name, when it can be derived")
+    reason: str
+
+
+class GcError(_Model):
+    engine: str
+    instance: str
+    error: str
+
+
+class GcReport(_Model):
+    """`devstack resource gc`: a complete scan reconciled against the ledger."""
+
+    workspace: str
+    filters: Filters
+    scanned: list[str] = Field(description="instances scanned completely")
+    managed: int = Field(description="resources both in the engine and in the ledger")
+    orphans: list[GcItem]
+    stale: list[GcItem]
+    foreign: list[GcItem]
+    other_workspaces: list[GcItem] = Field(description="marked by devstack for another workspace: never touched")
+    pruned: list[str] = Field(description="ids of orphans dropped (only with prune)")
+    errors: list[GcError]
+
+
+def workspace_projects(config: Mapping[str, Any], work_dir: Path) -> set[str]:
+    """Names of the projects the workspace lists now; InvalidQuery when a project file cannot be read."""
+    from providers.instances import WORKSPACE_KEY, parse_object
+
+    workspace = parse_object(config.get(WORKSPACE_KEY)) or {}
+    names = set()
+    for relative in workspace.get("projects") or []:
+        path = Path(work_dir) / relative
+        try:
+            names.add(str(yaml.safe_load(path.read_text())["name"]))
+        except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
+            raise InvalidQuery("collect garbage in", f"workspace {workspace.get('name')!r}",
+                               f"project file {relative} cannot be read ({err})",
+                               "fix the workspace first: without its projects, gc cannot tell orphans") from err
+    return names
+
+
+def collect_garbage(
+    stack: auto.Stack,
+    *,
+    engine: str | None = None,
+    kind: str | None = None,
+    project: str | None = None,
+    prune: bool = False,
+    confirm: Confirm | None = None,
+) -> GcReport:
+    """Scan every instance in scope and reconcile with the ledger.
+
+    Orphans: marked for this workspace but not in the ledger, or owned by a
+    project the workspace no longer lists. Stale: in the ledger, missing from
+    the engine. Foreign: no marker of ours, never touched. Resources marked
+    for another workspace are listed apart and never touched either. With
+    `prune` (after `confirm`), each orphan is dropped by its provider: one
+    engine call per orphan, nothing else (the ledger is not changed).
+    """
+    from devstack import gc as reconcile
+
+    filters = validate_filters(engine, kind, project)
+    config = stack_config(stack)
+    projects = workspace_projects(config, Path(stack.workspace.work_dir))
+    report = reconcile.reconcile(stack.name, filters, config, projects, tracked_resources(stack))
+    if not (prune and report.orphans):
+        return report
+    _require_confirmation(confirm, f"drop {len(report.orphans)} orphans: "
+                                   + ", ".join(f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}" for o in report.orphans))
+    pruned, errors = reconcile.prune(config, report.orphans)
+    return report.model_copy(update={"pruned": pruned, "errors": report.errors + errors})
+
+
+__all__ = [
+    "Aborted",
+    "Ambiguous",
+    "Destruction",
+    "DevstackError",
+    "Filters",
+    "GcReport",
+    "InvalidQuery",
+    "NotFound",
+    "Removal",
+    "Resource",
+    "ResourceDetail",
+    "ResourcePage",
+    "ScopeMismatch",
+    "ServiceEnv",
+    "Tracked",
+    "collect_garbage",
+    "destroy_stack",
+    "list_resources",
+    "open_stack",
+    "remove_resource",
+    "service_env",
+    "show_resource",
+    "tracked_resources",
+]

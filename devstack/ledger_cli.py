@@ -1,0 +1,289 @@
+"""`devstack resource list|show|gc|rm` and `devstack destroy`: the ledger from a terminal.
+
+    devstack resource list [--workspace W] [--project P] [--engine E] [--kind K] [--json] [--limit N] [--cursor C]
+    devstack resource show NAME [--engine E] [--project P] [--kind K] [--json] [--show-secrets]
+    devstack resource gc [--engine E] [--kind K] [--project P] [--prune] [--yes] [--json]
+    devstack resource rm NAME [--engine E] [--project P] [--kind K] [--purge-data] [--yes] [--json]
+    devstack destroy [--purge-data] [--yes] [--json]
+
+Every command also takes --workspace/-w (the stack, default `local`),
+--backend-url (default: $PULUMI_BACKEND_URL, else the checkout's file
+backend) and --work-dir (program and stack config, default: the checkout).
+Typed errors print their message on stderr and exit with their code
+(devstack.errors); argparse exits 2 on unknown flags. --json output follows
+the schemas in devstack/schemas/.
+
+The `resource` group is shared with devstack.imperative: whichever module
+registers first creates it and keeps its sub-subparsers on the parser as
+`_devstack_sub` (see `resource_group`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from devstack import ledger
+from devstack.errors import DevstackError
+
+_NO_TTY = "not confirmed: no terminal to ask on (pass --yes)"
+
+
+# --- shared plumbing (env_cli uses it too) --------------------------------------------------
+
+
+def resource_group(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The sub-subparsers of `devstack resource`, created by whichever module registers first."""
+    parser = subparsers.choices.get("resource")
+    if parser is None:
+        parser = subparsers.add_parser("resource", help="resources of the workspace: create, list, show, gc, rm")
+        parser._devstack_sub = parser.add_subparsers(dest="resource_command", required=True)
+    return parser._devstack_sub
+
+
+def add_stack_options(parser: argparse.ArgumentParser) -> None:
+    """--workspace, --backend-url, --work-dir: which stack, in which backend, with which program."""
+    parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
+    parser.add_argument("--backend-url", help="the Pulumi backend, e.g. postgres://user:pass@host:port/db "
+                        "(default: $PULUMI_BACKEND_URL, else the checkout's file backend)")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="directory of the program and stack config (default: the checkout)")
+
+
+def open_from(args: argparse.Namespace):
+    kwargs = {"work_dir": args.work_dir} if args.work_dir else {}
+    return ledger.open_stack(args.workspace, args.backend_url, **kwargs)
+
+
+def guarded(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command whose typed errors become their message on stderr and their exit code."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return action(args)
+        except DevstackError as err:
+            print(err, file=sys.stderr)
+            return err.exit_code
+
+    return run
+
+
+def confirmer(args: argparse.Namespace) -> ledger.Confirm:
+    """--yes confirms; otherwise ask on the terminal, and refuse without one."""
+    if getattr(args, "yes", False):
+        return lambda _text: True
+
+    def ask(text: str) -> bool:
+        if not sys.stdin.isatty():
+            print(f"{text}: {_NO_TTY}", file=sys.stderr)
+            return False
+        return input(f"{text}\nType 'yes' to go ahead: ").strip().lower() == "yes"
+
+    return ask
+
+
+def emit_json(model: Any) -> None:
+    print(json.dumps(model.as_json(), indent=2, sort_keys=True))
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows])
+
+
+def _short_time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+# --- list -----------------------------------------------------------------------------------
+
+
+def _kind_columns(page: ledger.ResourcePage) -> list[tuple[str, str]]:
+    """Per-kind attribute columns (devstack.imperative.columns_for) when a page holds one kind only."""
+    kinds = {(r.engine, r.kind) for r in page.items}
+    if len(kinds) != 1:
+        return []
+    try:
+        from devstack.imperative import columns_for  # written beside this module
+
+        return columns_for(*kinds.pop())
+    except (ImportError, ValueError, KeyError):
+        return []
+
+
+def _cell(attributes: dict[str, Any], path: str) -> str:
+    value: Any = attributes
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "-" if value is None else str(value)
+
+
+@guarded
+def run_list(args: argparse.Namespace) -> int:
+    page = ledger.list_resources(open_from(args), project=args.project, engine=args.engine, kind=args.kind,
+                                 limit=args.limit, cursor=args.cursor)
+    if args.json:
+        emit_json(page)
+        return 0
+    extra = _kind_columns(page)
+    header = ["PROJECT", "ENGINE", "INSTANCE", "KIND", "NAME", "RETAINED", "MODIFIED", *(t for t, _ in extra)]
+    rows = [[r.project, r.engine, r.instance, r.kind, r.name, "yes" if r.retained else "no", _short_time(r.modified),
+             *(_cell(r.attributes, p) for _, p in extra)] for r in page.items]
+    print(table(rows, header) if rows else "no resources")
+    shown = f"{len(page.items)} of {page.total}"
+    more = f"; next page: --cursor {page.next_cursor}" if page.next_cursor else ""
+    print(f"{shown} resources in workspace {page.workspace!r}{more}", file=sys.stderr)
+    return 0
+
+
+# --- show -----------------------------------------------------------------------------------
+
+
+@guarded
+def run_show(args: argparse.Namespace) -> int:
+    detail = ledger.show_resource(open_from(args), args.name, engine=args.engine, project=args.project,
+                                  kind=args.kind, show_secrets=args.show_secrets)
+    if args.json:
+        emit_json(detail)
+        return 0
+    lines = [
+        f"id:          {detail.id}", f"urn:         {detail.urn}", f"project:     {detail.project}",
+        f"engine:      {detail.engine} (instance {detail.instance})", f"kind:        {detail.kind}",
+        f"name:        {detail.name}", f"credentials: {detail.credentials}",
+        f"retained:    {'yes' if detail.retained else 'no (purge: true)'}",
+        f"created:     {_short_time(detail.created)}", f"modified:    {_short_time(detail.modified)}",
+        "params:" + ("" if detail.params else " {}"),
+        *(f"  {k}: {json.dumps(v)}" for k, v in sorted(detail.params.items())),
+        "attributes:" + ("" if detail.attributes else " {}"),
+        *(f"  {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(detail.attributes.items())),
+    ]
+    print("\n".join(lines))
+    if detail.secret_attributes and not detail.secrets_shown:
+        print(f"secret attributes redacted: {', '.join(detail.secret_attributes)} (--show-secrets shows them)",
+              file=sys.stderr)
+    return 0
+
+
+# --- gc -------------------------------------------------------------------------------------
+
+
+def _gc_rows(items: list[ledger.GcItem]) -> list[list[str]]:
+    return [[i.engine, i.instance, i.kind, i.engine_name, i.project or "-", i.stack or "-", i.reason] for i in items]
+
+
+@guarded
+def run_gc(args: argparse.Namespace) -> int:
+    report = ledger.collect_garbage(open_from(args), engine=args.engine, kind=args.kind, project=args.project,
+                                    prune=args.prune, confirm=confirmer(args))
+    if args.json:
+        emit_json(report)
+    else:
+        header = ["ENGINE", "INSTANCE", "KIND", "ENGINE NAME", "PROJECT", "WORKSPACE", "WHY"]
+        print(f"scanned {', '.join(report.scanned) or 'nothing'}; {report.managed} managed resources match the ledger")
+        for title, items in (("orphans", report.orphans), ("stale", report.stale), ("foreign", report.foreign)):
+            print(f"{title}: {len(items)}")
+            if items:
+                print(table(_gc_rows(items), header) + "\n")
+        # Other workspaces' resources are not this ledger's business: a count per workspace says enough.
+        per = Counter(i.stack or "unknown" for i in report.other_workspaces)
+        print(f"other workspaces: {len(report.other_workspaces)}"
+              + (f" ({', '.join(f'{w}: {n}' for w, n in sorted(per.items()))}; never touched, --json lists them)" if per else ""))
+        if report.pruned:
+            print(f"\npruned: {', '.join(report.pruned)}")
+        elif report.orphans and not args.prune:
+            print("\nnothing dropped (report only): --prune drops the orphans after confirmation")
+    for error in report.errors:
+        print(f"{error.engine} instance {error.instance!r}: {error.error}", file=sys.stderr)
+    return 8 if report.errors else 0
+
+
+# --- rm and destroy ---------------------------------------------------------------------------
+
+
+@guarded
+def run_rm(args: argparse.Namespace) -> int:
+    removal = ledger.remove_resource(open_from(args), args.name, engine=args.engine, project=args.project,
+                                     kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args))
+    if args.json:
+        emit_json(removal)
+    elif removal.data_dropped:
+        print(f"dropped the data of {removal.resource.id} and removed it from the ledger")
+    elif removal.already_gone:
+        print(f"{removal.resource.id} was already gone from the engine; removed it from the ledger")
+    else:
+        print(f"removed {removal.resource.id} from the ledger; its data stays in the engine")
+    return 0
+
+
+@guarded
+def run_destroy(args: argparse.Namespace) -> int:
+    result = ledger.destroy_stack(open_from(args), purge_data=args.purge_data, confirm=confirmer(args))
+    if args.json:
+        emit_json(result)
+        return 0
+    kept = len(result.untracked) - len(result.dropped) - len(result.already_gone)
+    print(f"workspace {result.workspace!r} destroyed: {len(result.untracked)} resources removed from the ledger, "
+          f"{len(result.dropped)} dropped with their data, {kept} kept in their engines"
+          + (f", {len(result.already_gone)} already gone" if result.already_gone else ""))
+    return 0
+
+
+# --- registration ---------------------------------------------------------------------------
+
+
+def _filters(parser: argparse.ArgumentParser, *, kind: bool = True) -> None:
+    parser.add_argument("--project", "-p", help="only this project (exact match)")
+    parser.add_argument("--engine", "-e", help="only this engine (exact match)")
+    if kind:
+        parser.add_argument("--kind", "-k", help="only this kind (exact match)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `resource list|show|gc|rm` and `destroy`."""
+    group = resource_group(subparsers)
+
+    p = group.add_parser("list", help="tenant resources in the ledger, in a stable order, one page at a time")
+    add_stack_options(p)
+    _filters(p)
+    p.add_argument("--limit", "-n", type=int, default=ledger.DEFAULT_LIMIT,
+                   help=f"rows per page, 1 to {ledger.MAX_LIMIT} (default {ledger.DEFAULT_LIMIT})")
+    p.add_argument("--cursor", help="next_cursor of the previous page (same filters only)")
+    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-list.schema.json)")
+    p.set_defaults(func=run_list)
+
+    p = group.add_parser("show", help="one resource: attributes, owner, engine, kind, created and modified")
+    p.add_argument("name", help="declaration name, <project>/<instance>/<kind>/<name>, or engine/instance/kind/name@owner")
+    add_stack_options(p)
+    _filters(p)
+    p.add_argument("--show-secrets", action="store_true", help="show secret attributes instead of [secret]")
+    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-show.schema.json)")
+    p.set_defaults(func=run_show)
+
+    p = group.add_parser("gc", help="scan the engines and reconcile with the ledger: orphans, stale, foreign")
+    add_stack_options(p)
+    _filters(p)
+    p.add_argument("--prune", action="store_true", help="drop the orphans (asks first, or --yes)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping")
+    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-gc.schema.json)")
+    p.set_defaults(func=run_gc)
+
+    p = group.add_parser("rm", help="remove a resource from the ledger; --purge-data drops its data first")
+    p.add_argument("name", help="declaration name, <project>/<instance>/<kind>/<name>, or engine/instance/kind/name@owner")
+    add_stack_options(p)
+    _filters(p)
+    p.add_argument("--purge-data", action="store_true", help="drop the data in the engine too (asks first, or --yes)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=run_rm)
+
+    p = subparsers.add_parser("destroy", help="empty the workspace's stack; data stays unless --purge-data")
+    add_stack_options(p)
+    p.add_argument("--purge-data", action="store_true", help="drop every tenant resource's data (asks first, or --yes)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=run_destroy)

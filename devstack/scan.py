@@ -1,0 +1,439 @@
+"""Complete scans of shared engines: every resource of the scanned kinds, ours or not.
+
+Providers answer "does this one resource exist"; garbage collection needs
+"list everything in the engine". One small scanner per engine does that
+with the provider module's own helpers (admin connections, marker parsing,
+engine names), so a scan reads markers exactly as the providers write them.
+
+A scan yields `Found(engine, instance, kind, engine_name, owner, stack,
+name)`: `owner` is read from the ownership marker (None = no marker of
+ours: foreign), `stack` is the workspace recorded in the marker when the
+engine keeps it, `name` the declaration name when the marker records it.
+
+What a scan cannot see (by design of the markers):
+- postgres: a project's LOGIN role is part of its `database` (marker kind
+  "database"), not a resource of its own; a role left behind without its
+  database is not reported. Objects inside a tenant database are data.
+- redis: keys in db 0 (no index) belong to nobody we can tell; a marker in
+  `devstack:acl-owners` whose user is gone is not a resource.
+- kafka: a registry marker whose topic or principal does not exist (the
+  provider writes the marker first) is not a resource; a principal with ACL
+  bindings but no SCRAM credential reads as gone, as the provider's observe
+  says.
+- minio: a `devstack-<key>` policy left without its user is not listed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from providers.base import marker_owner
+from providers.errors import InvalidSpec
+from providers.instances import SharedInstance
+
+
+@dataclass(frozen=True, order=True)
+class Found:
+    """One resource in an engine, as a scan sees it."""
+
+    engine: str
+    instance: str
+    kind: str
+    engine_name: str
+    owner: str | None
+    stack: str | None = None
+    name: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What reconciles a found resource with a ledger entry: instance, kind, engine name."""
+        return (self.instance, self.kind, self.engine_name)
+
+
+def _marker_field(text: str | None, key: str) -> str | None:
+    """One field of a JSON ownership marker, None when absent or not a marker of ours."""
+    if marker_owner(text) is None:
+        return None
+    value = json.loads(text or "{}").get(key)
+    return value if isinstance(value, str) else None
+
+
+# --- declaration names back from engine names ------------------------------------------
+
+
+def declaration_name(engine: str, kind: str, engine_name: str, owner: str, hints: Iterable[str | None] = ()) -> str | None:
+    """A declaration name that maps to `engine_name` for `owner`, or None.
+
+    Engine names are `<owner>`, `<owner><sep><name>` (sep '-', '_' or '.'),
+    the name itself (postgres databases) or `devstack:<owner>:<name>`
+    (lifecycle rules); a FIFO name keeps `.fifo` last.
+    Each candidate is verified with the kind's own `engine_name`.
+    """
+    from providers import registry
+
+    kind_class = registry.provider_class(engine, kind)
+    candidates = [h for h in hints if h] + [owner, engine_name]
+    for prefix in dict.fromkeys((owner, owner.replace("-", "_"))):
+        for sep in "-_.":
+            if engine_name.startswith(prefix + sep):
+                candidates.append(engine_name[len(prefix) + len(sep):])
+    if engine_name.endswith(".fifo"):
+        candidates.append(owner + ".fifo")
+    candidates.append(engine_name.removeprefix(f"devstack:{owner}:"))  # lifecycle rule ids
+    for candidate in dict.fromkeys(candidates):
+        try:
+            if kind_class.engine_name(candidate, owner) == engine_name:
+                return candidate
+        except (InvalidSpec, ValueError):
+            continue
+    return None
+
+
+# --- postgres ---------------------------------------------------------------------------
+
+
+def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
+    """Databases and roles with their COMMENT markers (template databases and pg_* roles skipped)."""
+    from providers import postgres
+
+    found: list[Found] = []
+    with postgres.admin_connection(instance) as conn, postgres.ddl_lock(conn, shared=True):
+        if "database" in kinds:
+            rows = conn.execute(
+                "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database "
+                "WHERE NOT datistemplate AND datname <> 'postgres' ORDER BY 1"
+            ).fetchall()
+            found += [_pg_found(instance, "database", name, comment) for name, comment in rows]
+        if kinds & {"role", "user"}:
+            rows = conn.execute(
+                "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') FROM pg_roles "
+                "WHERE rolname !~ '^pg_' ORDER BY 1"
+            ).fetchall()
+            for name, login, comment in rows:
+                kind = _role_kind(comment, login)
+                if kind in kinds:
+                    found.append(_pg_found(instance, kind, name, comment))
+    return found
+
+
+def _role_kind(comment: str | None, login: bool) -> str | None:
+    """`role`/`user` from the marker; None for a project role (part of its `database`)."""
+    if marker_owner(comment) is None:
+        return "user" if login else "role"
+    kind = _marker_field(comment, "kind") or "database"
+    return kind if kind in ("role", "user") else None
+
+
+def _pg_found(instance: SharedInstance, kind: str, name: str, comment: str | None) -> Found:
+    return Found("postgres", instance.name, kind, name, marker_owner(comment), _marker_field(comment, "stack"))
+
+
+# --- redis ------------------------------------------------------------------------------
+
+
+def scan_redis(instance: SharedInstance, kinds: set[str]) -> list[Found]:
+    """Index allocations and ACL users from the marker hashes; unmarked non-empty indexes and users are foreign."""
+    from providers import redis as rd
+
+    found: list[Found] = []
+    with rd.admin_client(instance) as client:
+        if "redis_index" in kinds:
+            allocations = client.hgetall(rd.ALLOCATIONS_KEY)
+            taken = set()
+            for field, text in sorted(allocations.items()):
+                entry = rd._entry(text) or {}
+                taken.add(entry.get("db"))
+                found.append(Found("redis", instance.name, "redis_index", field, entry.get("owner"),
+                                   entry.get("stack"), entry.get("name")))
+            for db in sorted(_non_empty_dbs(client)):
+                if db != 0 and db not in taken:
+                    found.append(Found("redis", instance.name, "redis_index", f"db{db}", None))
+        if "acl_user" in kinds:
+            owners = client.hgetall(rd.ACL_OWNERS_KEY)
+            for user in sorted(client.acl_users()):
+                text = owners.get(user)
+                found.append(Found("redis", instance.name, "acl_user", user, marker_owner(text), _marker_field(text, "stack")))
+    return found
+
+
+def _non_empty_dbs(client: Any) -> set[int]:
+    """Logical databases holding keys (INFO keyspace lists only those)."""
+    return {int(name[2:]) for name in client.info("keyspace") if name.startswith("db")}
+
+
+# --- S3 (minio, localstack) ------------------------------------------------------------------
+
+
+def _s3_buckets(engine: str, instance: SharedInstance) -> list[tuple[str, dict[str, str]]]:
+    """(bucket, tags) of every bucket; a bucket dropped while we look is skipped."""
+    from botocore.exceptions import ClientError
+
+    from providers import s3
+
+    client, found = s3.aws_client(instance, "s3"), []
+    with s3.reachable(instance, engine):
+        for bucket in (b["Name"] for b in client.list_buckets().get("Buckets", [])):
+            try:
+                found.append((bucket, s3.bucket_tags(client, bucket)))
+            except ClientError as err:
+                if s3.error_code(err) != "NoSuchBucket":
+                    raise
+    return found
+
+
+def _tags_found(engine: str, instance: SharedInstance, kind: str, name: str, tags: dict[str, str]) -> Found:
+    from providers import s3
+
+    owner = s3.tags_owner(tags)
+    return Found(engine, instance.name, kind, name, owner, tags.get(s3.STACK_TAG) if owner else None)
+
+
+def _lifecycle_rules(engine: str, instance: SharedInstance, buckets: list[tuple[str, dict[str, str]]]) -> list[Found]:
+    """Every lifecycle rule: `devstack:<owner>:<name>` ids are ours (the bucket's stack tag is the rule's)."""
+    from botocore.exceptions import ClientError
+
+    from providers import s3
+
+    client, found = s3.aws_client(instance, "s3"), []
+    with s3.reachable(instance, engine):
+        for bucket, tags in buckets:
+            try:
+                rules = s3._rules(client, bucket)
+            except ClientError as err:
+                if s3.error_code(err) == "NoSuchBucket":
+                    continue
+                raise
+            for rule in rules:
+                rule_id = str(rule.get("ID") or "")
+                owner, _, name = rule_id.removeprefix(s3.RULE_PREFIX).partition(":")
+                ours = rule_id.startswith(s3.RULE_PREFIX) and owner and name
+                found.append(Found(engine, instance.name, "lifecycle", rule_id, owner if ours else None,
+                                   tags.get(s3.STACK_TAG) if ours else None, name if ours else None))
+    return found
+
+
+def scan_minio(instance: SharedInstance, kinds: set[str]) -> list[Found]:
+    """Buckets (tags), lifecycle rules (reserved id prefix) and access keys (their policy's ID marker)."""
+    from providers import minio
+
+    found: list[Found] = []
+    buckets = _s3_buckets("minio", instance) if kinds & {"bucket", "lifecycle"} else []
+    if "bucket" in kinds:
+        found += [_tags_found("minio", instance, "bucket", b, tags) for b, tags in buckets]
+    if "lifecycle" in kinds:
+        found += _lifecycle_rules("minio", instance, buckets)
+    if "access_key" in kinds:
+        admin = minio.admin_client(instance)
+        users = json.loads(admin.user_list() or "{}")
+        policies = json.loads(admin.policy_list() or "{}")
+        for user in sorted(users):
+            marker = (policies.get(minio.policy_name(user)) or {}).get("ID")
+            found.append(Found("minio", instance.name, "access_key", user, marker_owner(marker), _marker_field(marker, "stack")))
+    return found
+
+
+# --- localstack -------------------------------------------------------------------------
+
+
+def _pages(call: Callable[..., dict[str, Any]], items: str, token_in: str, token_out: str, **args: Any) -> Iterator[Any]:
+    """Every item of a paginated AWS list call."""
+    token = None
+    while True:
+        page = call(**args, **({token_in: token} if token else {}))
+        yield from page.get(items, [])
+        token = page.get(token_out)
+        if not token:
+            return
+
+
+def scan_localstack(instance: SharedInstance, kinds: set[str]) -> list[Found]:
+    """Buckets, SQS queues, SNS topics, Kinesis streams and DynamoDB tables with their marker tags."""
+    from providers import s3
+
+    found: list[Found] = []
+    if "bucket" in kinds:
+        found += [_tags_found("localstack", instance, "bucket", b, tags) for b, tags in _s3_buckets("localstack", instance)]
+    with s3.reachable(instance, "localstack"):
+        for kind, scanner in (("queue", _queues), ("topic", _topics), ("stream", _streams), ("table", _tables)):
+            if kind in kinds:
+                found += [_tags_found("localstack", instance, kind, name, tags) for name, tags in scanner(instance)]
+    return found
+
+
+#: Error codes meaning "it was deleted after the list call returned it": skip it, it is gone.
+_VANISHED = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NotFound", "NotFoundException",
+             "ResourceNotFoundException", "NoSuchBucket")
+
+
+def _unless_vanished(name: str, read: Callable[[], dict[str, str]]) -> Iterator[tuple[str, dict[str, str]]]:
+    """(name, tags) of one listed resource, nothing when it disappeared meanwhile (others work on these engines)."""
+    from botocore.exceptions import ClientError
+
+    from providers import s3
+
+    try:
+        tags = read()
+    except ClientError as err:
+        if s3.error_code(err) in _VANISHED:
+            return
+        raise
+    yield name, tags
+
+
+def _queues(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
+    from providers import s3
+
+    sqs = s3.aws_client(instance, "sqs")
+    for url in _pages(sqs.list_queues, "QueueUrls", "NextToken", "NextToken", MaxResults=1000):
+        yield from _unless_vanished(urlparse(url).path.rsplit("/", 1)[-1],
+                                    lambda url=url: sqs.list_queue_tags(QueueUrl=url).get("Tags", {}))
+
+
+def _topics(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
+    from providers import s3
+
+    sns = s3.aws_client(instance, "sns")
+    for topic in _pages(sns.list_topics, "Topics", "NextToken", "NextToken"):
+        arn = topic["TopicArn"]
+        yield from _unless_vanished(arn.rsplit(":", 1)[-1], lambda arn=arn: s3.tag_dict(
+            sns.list_tags_for_resource(ResourceArn=arn).get("Tags", [])))
+
+
+def _streams(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
+    from providers import s3
+
+    kinesis = s3.aws_client(instance, "kinesis")
+    for name in _pages(kinesis.list_streams, "StreamNames", "NextToken", "NextToken"):
+        yield from _unless_vanished(name, lambda name=name: s3.tag_dict(
+            kinesis.list_tags_for_stream(StreamName=name).get("Tags", [])))
+
+
+def _tables(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
+    from providers import s3
+
+    ddb = s3.aws_client(instance, "dynamodb")
+
+    def tags(name: str) -> dict[str, str]:
+        arn = ddb.describe_table(TableName=name)["Table"]["TableArn"]
+        return s3.tag_dict(ddb.list_tags_of_resource(ResourceArn=arn).get("Tags", []))
+
+    for name in _pages(ddb.list_tables, "TableNames", "ExclusiveStartTableName", "LastEvaluatedTableName"):
+        yield from _unless_vanished(name, lambda name=name: tags(name))
+
+
+# --- nats -------------------------------------------------------------------------------
+
+
+def scan_nats(instance: SharedInstance, kinds: set[str]) -> list[Found]:
+    """Streams (`KV_<bucket>` ones are kv buckets) and their consumers, with their metadata markers."""
+    from providers import nats as nt
+
+    async def work(session: nt.Session) -> list[Found]:
+        found, offset = [], 0
+        while page := await session.js.streams_info(offset):
+            offset += len(page)
+            for info in page:
+                found += await _stream_found(session, instance, info, kinds)
+        return found
+
+    return nt.run(instance, work)
+
+
+async def _stream_found(session: Any, instance: SharedInstance, info: Any, kinds: set[str]) -> list[Found]:
+    from providers import nats as nt
+
+    name = info.config.name or ""
+    kv = name.startswith(nt.KV_STREAM_PREFIX)
+    kind = "kv" if kv else "stream"
+    found = []
+    if kind in kinds:
+        engine_name = name[len(nt.KV_STREAM_PREFIX):] if kv else name
+        found.append(_nats_found(instance, kind, engine_name, info.config.metadata))
+    if "consumer" in kinds and not kv:
+        for consumer in await _consumers(session.js, name):
+            found.append(_nats_found(instance, "consumer", consumer.name or "", consumer.config.metadata))
+    return found
+
+
+async def _consumers(js: Any, stream: str) -> list[Any]:
+    """Every consumer of a stream (the server pages them 256 at a time); none when the stream went meanwhile."""
+    from nats.js.errors import NotFoundError
+
+    found: list[Any] = []
+    try:
+        while page := await js.consumers_info(stream, offset=len(found)):
+            found += page
+            if len(page) < 256:
+                break
+    except NotFoundError:
+        return []
+    return found
+
+
+def _nats_found(instance: SharedInstance, kind: str, name: str, metadata: dict[str, str] | None) -> Found:
+    from providers import nats as nt
+
+    stack = (metadata or {}).get(nt.MARKER_PREFIX + "stack")
+    owner = nt.metadata_owner(metadata)
+    return Found("nats", instance.name, kind, name, owner, stack if owner else None)
+
+
+# --- kafka ------------------------------------------------------------------------------
+
+
+def scan_kafka(instance: SharedInstance, kinds: set[str]) -> list[Found]:
+    """Topics (internal `__*` ones skipped) and SCRAM principals, owners from the `__devstack_owners` registry."""
+    from providers import kafka as kf
+
+    admin = kf.admin_client(instance)
+    markers = kf.read_markers(instance, admin)
+    found: list[Found] = []
+    if "topic" in kinds:
+        topics = admin.list_topics(timeout=kf.REQUEST_TIMEOUT).topics
+        found += [_kafka_found(instance, "topic", t, markers.get(f"topic:{t}")) for t in sorted(topics) if not t.startswith("__")]
+    if "acl" in kinds:
+        future = admin.describe_user_scram_credentials(request_timeout=kf.REQUEST_TIMEOUT)
+        users = kf.result(future, "list", "SCRAM users") or {}
+        found += [_kafka_found(instance, "acl", u, markers.get(f"acl:{u}")) for u in sorted(users)]
+    return found
+
+
+def _kafka_found(instance: SharedInstance, kind: str, name: str, marker: str | None) -> Found:
+    return Found("kafka", instance.name, kind, name, marker_owner(marker), _marker_field(marker, "stack"))
+
+
+# --- entry point ------------------------------------------------------------------------
+
+SCANNERS: dict[str, Callable[[SharedInstance, set[str]], list[Found]]] = {
+    "postgres": scan_postgres,
+    "redis": scan_redis,
+    "minio": scan_minio,
+    "localstack": scan_localstack,
+    "nats": scan_nats,
+    "kafka": scan_kafka,
+}
+
+
+def scan(instance: SharedInstance, kinds: Iterable[str] | None = None) -> list[Found]:
+    """Every resource of `kinds` (default: all the engine's kinds) in one instance.
+
+    Raises the provider's EngineUnavailable when the engine does not answer.
+    Declaration names are filled in for resources carrying our marker.
+    """
+    from providers import registry
+
+    wanted = set(kinds) if kinds is not None else set(registry.kinds(instance.engine))
+    found = SCANNERS[instance.engine](instance, wanted)
+    return sorted(_named(f) for f in found)
+
+
+def _named(found: Found) -> Found:
+    if found.owner is None:
+        return found
+    name = declaration_name(found.engine, found.kind, found.engine_name, found.owner, [found.name])
+    return Found(found.engine, found.instance, found.kind, found.engine_name, found.owner, found.stack, name)
+

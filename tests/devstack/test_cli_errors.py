@@ -1,0 +1,61 @@
+"""Exit codes and messages of the `devstack` ledger commands on bad input.
+
+A small synthetic ledger on a temporary backend; the console script runs as
+a subprocess, so these are the codes and messages a shell sees.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from devstack.errors import Aborted, Ambiguous, InvalidQuery, NotFound, ScopeMismatch
+from tests.devstack.conftest import Sandbox, import_state, make_env, synthetic_resources
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory) -> Sandbox:
+    base = tmp_path_factory.mktemp("errors")
+    work = base / "work"
+    work.mkdir()
+    sandbox = Sandbox(env=make_env(base / "pulumi"), work=work)
+    stack = sandbox.open("err", create=True)
+    rows = [{"engine": "postgres", "instance": "pg", "kind": "database", "name": n, "owner": o}
+            for o in ("alpha", "beta") for n in ("main", o)]
+    import_state(stack, synthetic_resources("err", rows))
+    return sandbox
+
+
+@pytest.mark.parametrize("args, code, message", [
+    pytest.param(["resource", "list", "--colour"], 2, "unrecognized arguments: --colour", id="unknown-flag"),
+    pytest.param(["resource", "list", "--limit", "ten"], 2, "invalid int value: 'ten'", id="limit-not-a-number"),
+    pytest.param(["resource", "list", "--limit", "501"], InvalidQuery.exit_code, "--limit 501 is out of range (use 1 to 500)", id="limit-too-big"),
+    pytest.param(["resource", "list", "--cursor", "not-a-cursor"], InvalidQuery.exit_code, "cannot page with --cursor: it is malformed", id="bad-cursor"),
+    pytest.param(["resource", "list", "--engine", "oracle"], InvalidQuery.exit_code, "cannot filter by engine 'oracle': no such engine", id="unknown-engine"),
+    pytest.param(["resource", "show", "missing"], NotFound.exit_code, "cannot show resource 'missing': the ledger has no such resource", id="unknown-resource"),
+    pytest.param(["resource", "show", "main"], Ambiguous.exit_code, "2 resources match: postgres/pg/database/main@alpha, postgres/pg/database/main@beta", id="ambiguous"),
+    pytest.param(["resource", "rm", "missing"], NotFound.exit_code, "cannot remove resource 'missing'", id="rm-unknown"),
+    pytest.param(["resource", "rm", "alpha", "--purge-data"], Aborted.exit_code, "not confirmed", id="purge-without-yes"),
+    pytest.param(["resource", "show"], 2, "the following arguments are required: name", id="missing-argument"),
+    pytest.param(["resource", "list", "-w", "nosuch"], NotFound.exit_code, "cannot open stack 'nosuch'", id="unknown-workspace"),
+    pytest.param(["env", "alpha", "api"], NotFound.exit_code, "workspace 'err' has no project 'alpha'", id="env-no-outputs"),
+])
+def test_bad_input_exit_code_and_message(box, args, code, message):
+    if "-w" not in args:
+        args = [*args, "-w", "err"]
+    done = box.cli(*args)
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr
+    assert done.stdout == ""
+
+
+def test_cursor_from_other_filters_is_a_scope_mismatch(box):
+    first = box.cli_json("resource", "list", "-w", "err", "--project", "alpha", "--limit", "1")
+    done = box.cli("resource", "list", "-w", "err", "--project", "beta", "--limit", "1", "--cursor", first["next_cursor"])
+    assert done.returncode == ScopeMismatch.exit_code
+    assert "made for other filters or another workspace" in done.stderr
+
+
+def test_refused_purge_changes_nothing(box):
+    before = box.cli_json("resource", "list", "-w", "err")
+    assert box.cli("resource", "rm", "alpha", "--purge-data", "-w", "err").returncode == Aborted.exit_code
+    assert box.cli_json("resource", "list", "-w", "err") == before

@@ -1,0 +1,306 @@
+"""`resource gc` on planted orphans, stale and foreign resources in every engine.
+
+The ledger is a synthetic stack on a temporary backend whose workspace uses
+every shared instance of the local engines. Planted, under a fresh project
+name and a fresh workspace name:
+
+- an orphan of every kind (created by its provider, marked for this
+  workspace, absent from the ledger), plus one owned by a project the
+  workspace no longer lists (present in the ledger);
+- a managed resource (in the engine and the ledger);
+- a stale ledger entry in every engine (nothing in the engine);
+- a foreign resource in every engine (no marker), which gc never touches;
+- a resource marked for another workspace, which gc never touches either.
+
+The shared engines hold other people's resources too: assertions only look
+at what this test planted, except that orphans and pruned must be exactly
+ours (orphans are only ever resources marked for this workspace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import nats
+import psycopg
+import pytest
+import redis as redis_py
+from confluent_kafka.admin import AdminClient, NewTopic
+from psycopg import sql
+
+from devstack import gc, ledger
+from devstack.errors import Aborted
+from devstack.scan import declaration_name
+from providers import s3
+from providers.identity import Identity
+from providers.instances import instances_from_config
+from tests.devstack.conftest import (
+    Sandbox,
+    import_state,
+    synthetic_resources,
+    token,
+)
+
+
+def workspace_config(shared: dict, admin, name: str, projects: list[str]) -> dict[str, Any]:
+    config: dict[str, Any] = {"devstack:workspace": {"name": name, "shared": shared, "projects": projects}}
+    for instance in shared.values():
+        config[f"devstack:{instance['adminSecret']}"] = admin[instance["engine"]].password
+    return config
+
+
+def orphan_plan(p: str) -> list[tuple[str, str, str, str, dict]]:
+    """(engine, instance, kind, name, params): one orphan of every kind, in creation order."""
+    return [
+        ("postgres", "pg", "database", p, {}),
+        ("postgres", "pg", "role", "orole", {}),
+        ("postgres", "pg", "user", "ouser", {}),
+        ("redis", "cache", "redis_index", p, {}),
+        ("redis", "cache", "acl_user", p, {}),
+        ("minio", "objects", "bucket", "media", {}),
+        ("minio", "objects", "lifecycle", "exp", {"bucket": "media", "expireDays": 3}),
+        ("minio", "objects", "access_key", p, {}),
+        ("localstack", "aws", "bucket", "lsb", {}),
+        ("localstack", "aws", "queue", "q", {}),
+        ("localstack", "aws", "topic", "t", {}),
+        ("localstack", "aws", "stream", "s", {}),
+        ("localstack", "aws", "table", "tb", {"hashKey": "id"}),
+        ("nats", "events", "stream", p, {}),
+        ("nats", "events", "consumer", "c", {"stream": p}),
+        ("nats", "events", "kv", "kv", {}),
+        ("kafka", "kafka", "topic", "tp", {}),
+        ("kafka", "kafka", "acl", p, {}),
+    ]
+
+
+def engine_name(engine: str, kind: str, name: str, owner: str) -> str:
+    from providers import registry
+
+    return registry.provider_class(engine, kind).engine_name(name, owner)
+
+
+def create(config, engine, instance, kind, name, owner, stack, params=None) -> None:
+    provider = ledger.configured_provider(config, engine, kind)
+    provider.create({"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": owner,
+                     "params": params or {}, "credentials": "predictable", "purge": False, "stack": stack})
+
+
+def drop_quietly(config, engine, instance, kind, name, owner) -> None:
+    try:
+        ledger.drop_data(config, Identity(engine, instance, kind, name, owner), {"params": {}})
+    except Exception:  # cleanup: the test already reported what matters
+        pass
+
+
+# --- foreign resources: made with the engines' own clients, no marker --------------------
+
+
+def plant_foreign(config, p: str) -> dict[str, tuple[str, str]]:
+    """One unmarked resource per engine: engine -> (kind, engine name)."""
+    instances = instances_from_config(config)
+    pg, rd = instances["pg"], instances["cache"]
+    with _pg(pg) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(f"{p}_foreign")))
+    with _redis(rd) as client:
+        client.acl_setuser(f"{p}-foreign", enabled=False)
+    s3.aws_client(instances["objects"], "s3").create_bucket(Bucket=f"x{p}-foreign")
+    s3.aws_client(instances["aws"], "sqs").create_queue(QueueName=f"{p}-foreign")
+    _nats(instances["events"], lambda js: js.add_stream(name=f"{p}_foreign", subjects=[f"{p}foreign.>"]))
+    kafka = _kafka(instances["kafka"])
+    kafka.create_topics([NewTopic(f"{p}.foreign", 1, 1)])[f"{p}.foreign"].result(timeout=30)
+    return {"postgres": ("database", f"{p}_foreign"), "redis": ("acl_user", f"{p}-foreign"),
+            "minio": ("bucket", f"x{p}-foreign"), "localstack": ("queue", f"{p}-foreign"),
+            "nats": ("stream", f"{p}_foreign"), "kafka": ("topic", f"{p}.foreign")}
+
+
+def remove_foreign(config, p: str) -> None:
+    instances = instances_from_config(config)
+    for step in (
+        lambda: _pg_exec(instances["pg"], sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(f"{p}_foreign"))),
+        lambda: _redis(instances["cache"]).acl_deluser(f"{p}-foreign"),
+        lambda: s3.aws_client(instances["objects"], "s3").delete_bucket(Bucket=f"x{p}-foreign"),
+        lambda: s3.aws_client(instances["aws"], "sqs").delete_queue(
+            QueueUrl=s3.aws_client(instances["aws"], "sqs").get_queue_url(QueueName=f"{p}-foreign")["QueueUrl"]),
+        lambda: _nats(instances["events"], lambda js: js.delete_stream(f"{p}_foreign")),
+        lambda: _delete_topic(instances["kafka"], f"{p}.foreign"),
+    ):
+        try:
+            step()
+        except Exception:
+            pass
+
+
+def _delete_topic(instance, topic: str) -> None:
+    admin = _kafka(instance)  # held until the result: a collected client cancels its requests
+    admin.delete_topics([topic])[topic].result(timeout=30)
+
+
+def _pg(instance) -> psycopg.Connection:
+    return psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
+                           password=instance.password(), dbname="postgres", autocommit=True, connect_timeout=5)
+
+
+def _pg_exec(instance, statement) -> None:
+    with _pg(instance) as conn:
+        conn.execute(statement)
+
+
+def _redis(instance) -> redis_py.Redis:
+    return redis_py.Redis(host=instance.host, port=instance.port, username=instance.admin_user,
+                          password=instance.password(), decode_responses=True, socket_timeout=5)
+
+
+def _nats(instance, work):
+    async def main():
+        nc = await nats.connect(f"nats://{instance.address}", user=instance.admin_user, password=instance.password(),
+                                allow_reconnect=False, connect_timeout=5)
+        try:
+            return await work(nc.jetstream(timeout=10))
+        finally:
+            await nc.close()
+
+    return asyncio.run(main())
+
+
+def _kafka(instance) -> AdminClient:
+    from providers.kafka import client_settings
+
+    return AdminClient(client_settings(instance))
+
+
+# --- the test ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def planted(sandbox: Sandbox, admin, local_shared):
+    """The ledger stack plus everything planted; all of it is removed afterwards, whatever happened."""
+    p, gone = f"g{token()}", f"h{token()}"
+    workspace = f"gc{token()}"
+    project_file = sandbox.work / p / "devstack.yaml"
+    project_file.parent.mkdir()
+    project_file.write_text(f"apiVersion: devstack/v1\nkind: Project\nname: {p}\nresources: []\n")
+    config = workspace_config(local_shared, admin, workspace, [f"{p}/devstack.yaml"])
+    stack = sandbox.open(workspace, create=True)
+    from pulumi import automation as auto
+
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(config["devstack:workspace"])))
+    for key, value in config.items():
+        if key != "devstack:workspace":
+            stack.set_config(key, auto.ConfigValue(value, secret=True))
+    made: list[tuple] = []
+    try:
+        yield _plant(sandbox, stack, config, workspace, p, gone, made)
+    finally:
+        for engine, instance, kind, name, owner in reversed(made):
+            drop_quietly(config, engine, instance, kind, name, owner)
+        remove_foreign(config, p)
+
+
+def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
+    orphans = set()
+    for engine, instance, kind, name, params in orphan_plan(p):
+        made.append((engine, instance, kind, name, p))
+        create(config, engine, instance, kind, name, p, workspace, params)
+        orphans.add((engine, kind, engine_name(engine, kind, name, p)))
+    for identity in (("postgres", "pg", "role", "managed", p), ("postgres", "pg", "role", "gone", gone),
+                     ("redis", "cache", "acl_user", "other", p)):
+        made.append(identity)
+        create(config, *identity, workspace if identity[3] != "other" else f"{workspace}-other")
+    orphans.add(("postgres", "role", f"{gone}_gone"))  # its project left the workspace
+    stale_rows = [("postgres", "pg", "database", f"{p}-stale"), ("redis", "cache", "acl_user", "stale"),
+                  ("minio", "objects", "bucket", "stale"), ("localstack", "aws", "queue", "stale"),
+                  ("nats", "events", "kv", "stale"), ("kafka", "kafka", "topic", "stale")]
+    rows = [{"engine": e, "instance": i, "kind": k, "name": n, "owner": p} for e, i, k, n in stale_rows]
+    rows += [{"engine": "postgres", "instance": "pg", "kind": "role", "name": "managed", "owner": p},
+             {"engine": "postgres", "instance": "pg", "kind": "role", "name": "gone", "owner": gone}]
+    import_state(stack, synthetic_resources(workspace, rows))
+    foreign = plant_foreign(config, p)
+    return Planted({"stack": stack, "sandbox": sandbox, "config": config, "workspace": workspace, "project": p,
+                    "orphans": orphans, "stale": {(e, k, engine_name(e, k, n, p)) for e, _, k, n in stale_rows},
+                    "foreign": {(e, k, n) for e, (k, n) in foreign.items()},
+                    "other": ("redis", "acl_user", f"{p}-other")})
+
+
+class Planted(dict):
+    """What a test planted; its repr leaves out the config (it holds admin passwords)."""
+
+    def __repr__(self) -> str:
+        return f"Planted(workspace={self['workspace']!r}, project={self['project']!r})"
+
+
+def keys(items) -> set[tuple[str, str, str]]:
+    return {(i["engine"], i["kind"], i["engine_name"]) for i in items}
+
+
+def test_gc_reports_then_prunes_only_orphans(planted):
+    box, workspace, p = planted["sandbox"], planted["workspace"], planted["project"]
+    report = box.cli_json("resource", "gc", "-w", workspace)
+    assert report["errors"] == []
+    assert sorted(report["scanned"]) == ["aws", "cache", "events", "kafka", "objects", "pg"]
+    assert keys(report["orphans"]) == planted["orphans"]
+    assert keys(report["stale"]) == planted["stale"]
+    assert planted["foreign"] <= keys(report["foreign"])
+    assert planted["other"] in keys(report["other_workspaces"])
+    assert report["managed"] == 1
+    reasons = {(i["kind"], i["engine_name"]): i["reason"] for i in report["orphans"]}
+    assert "no longer lists" in reasons[("role", next(n for e, k, n in planted["orphans"] if n.endswith("_gone")))]
+    assert all(i["name"] for i in report["orphans"])  # every orphan maps back to a declaration name
+
+    # Scope: --engine scans only that engine; --kind and --project narrow to what is marked for that project.
+    only_kafka = ledger.collect_garbage(planted["stack"], engine="kafka")
+    assert only_kafka.scanned == ["kafka"]
+    assert keys(only_kafka.as_json()["orphans"]) == {o for o in planted["orphans"] if o[0] == "kafka"}
+    queues = ledger.collect_garbage(planted["stack"], kind="queue", project=p)
+    assert queues.scanned == ["aws"] and queues.foreign == []
+    assert keys(queues.as_json()["orphans"]) == {("localstack", "queue", f"{p}-q")}
+    assert keys(queues.as_json()["stale"]) == {("localstack", "queue", f"{p}-stale")}
+
+    # --prune asks first: without a terminal and --yes nothing is dropped.
+    refused = box.cli("resource", "gc", "--prune", "-w", workspace)
+    assert refused.returncode == Aborted.exit_code and "not confirmed" in refused.stderr
+
+    # The refusal dropped nothing: every orphan is still there for --yes to prune.
+    pruned = box.cli_json("resource", "gc", "--prune", "--yes", "-w", workspace)
+    assert pruned["errors"] == [] and keys(pruned["orphans"]) == planted["orphans"]
+    assert len(pruned["pruned"]) == len(planted["orphans"]) == 19
+
+    after = ledger.collect_garbage(planted["stack"]).as_json()
+    assert after["orphans"] == [] and after["managed"] == 1
+    # The orphan whose project left the workspace was in the ledger: now it is stale there.
+    gone_role = next(o for o in planted["orphans"] if o[2].endswith("_gone"))
+    assert keys(after["stale"]) == planted["stale"] | {gone_role}
+    assert planted["foreign"] <= keys(after["foreign"])  # foreign: never touched
+    assert planted["other"] in keys(after["other_workspaces"])  # another workspace's: never touched
+    assert ledger.list_resources(planted["stack"]).total == 8  # the ledger is not changed by gc
+
+
+@pytest.mark.parametrize("engine, kind, name, owner", [
+    ("postgres", "database", "shop", "shop"), ("postgres", "database", "my-db", "shop"),
+    ("postgres", "role", "readers", "my-app"), ("postgres", "user", "ro", "shop"),
+    ("redis", "acl_user", "shop", "shop"), ("redis", "redis_index", "cache", "shop"),
+    ("minio", "bucket", "media", "shop"), ("minio", "lifecycle", "tmp-expiry", "shop"),
+    ("minio", "access_key", "shop", "shop"),
+    ("localstack", "queue", "jobs.fifo", "shop"), ("localstack", "queue", "shop.fifo", "shop"),
+    ("localstack", "topic", "events", "shop"), ("localstack", "table", "items", "shop"),
+    ("nats", "stream", "orders", "shop"), ("nats", "consumer", "worker", "shop"), ("nats", "kv", "shop", "shop"),
+    ("kafka", "topic", "clicks.v2", "shop"), ("kafka", "acl", "shop", "shop"),
+])
+def test_declaration_name_inverts_engine_names(engine, kind, name, owner):
+    mapped = engine_name(engine, kind, name, owner)
+    back = declaration_name(engine, kind, mapped, owner)
+    assert back is not None and engine_name(engine, kind, back, owner) == mapped
+
+
+def test_unmappable_engine_name_has_no_declaration_name():
+    assert declaration_name("kafka", "topic", "other.clicks", "shop") is None
+    assert declaration_name("postgres", "role", "Bad Name", "shop") is None
+
+
+def test_prune_reports_an_orphan_it_cannot_name(admin, local_shared):
+    config = workspace_config(local_shared, admin, "unused", [])
+    item = ledger.GcItem(engine="kafka", instance="kafka", kind="topic", engine_name="x", project=None, stack=None,
+                         name=None, reason="test")
+    pruned, errors = gc.prune(config, [item])
+    assert pruned == [] and "no declaration name maps to it" in errors[0].error

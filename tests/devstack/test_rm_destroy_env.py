@@ -1,0 +1,210 @@
+"""rm, destroy, env and exec on small real stacks, through the `devstack` command.
+
+A two-project workspace (PostgreSQL databases, a Redis ACL user, a NATS
+stream with a consumer) goes up with the real CLI on a temporary backend;
+then the ledger commands act on it and the engines are checked directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import nats
+import psycopg
+import pytest
+import redis as redis_py
+from psycopg import sql
+
+from devstack.errors import Aborted, InvalidQuery
+from tests.devstack.conftest import PG_PORT, Sandbox, token
+
+ENGINES = ("pg", "cache", "events")
+
+
+def configure_stack(box: Sandbox, name: str, shared: dict, admin, projects: list[str]):
+    stack = box.open(name, create=True)
+    chosen = {k: v for k, v in shared.items() if k in ENGINES}
+    stack.set_config("devstack:workspace", _json({"name": name, "shared": chosen, "projects": projects}))
+    for instance in chosen.values():
+        stack.set_config(f"devstack:{instance['adminSecret']}", _secret(admin[instance["engine"]].password))
+    return stack
+
+
+def _json(value):
+    from pulumi import automation as auto
+
+    return auto.ConfigValue(json.dumps(value))
+
+
+def _secret(value: str):
+    from pulumi import automation as auto
+
+    return auto.ConfigValue(value, secret=True)
+
+
+def write(box: Sandbox, name: str, resources: list[dict], services: dict | None = None) -> str:
+    import yaml
+
+    path = box.work / name / "devstack.yaml"
+    path.parent.mkdir(exist_ok=True)
+    document = {"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}
+    if services:
+        document["services"] = services
+    path.write_text(yaml.safe_dump(document))
+    return f"{name}/devstack.yaml"
+
+
+# --- engine probes ---------------------------------------------------------------------
+
+
+def pg(admin) -> psycopg.Connection:
+    a = admin["postgres"]
+    return psycopg.connect(host="127.0.0.1", port=PG_PORT, user=a.user, password=a.password, dbname="postgres",
+                           autocommit=True, connect_timeout=5)
+
+
+def database_exists(admin, name: str) -> bool:
+    with pg(admin) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def redis_client(admin, shared) -> redis_py.Redis:
+    a = admin["redis"]
+    return redis_py.Redis(host="127.0.0.1", port=shared["cache"]["port"], username=a.user, password=a.password,
+                          decode_responses=True, socket_timeout=5)
+
+
+def acl_user_exists(admin, shared, name: str) -> bool:
+    with redis_client(admin, shared) as client:
+        return client.execute_command("ACL", "GETUSER", name) is not None
+
+
+def nats_call(admin, shared, work):
+    async def main():
+        a = admin["nats"]
+        nc = await nats.connect(f"nats://127.0.0.1:{shared['events']['port']}", user=a.user, password=a.password,
+                                allow_reconnect=False, connect_timeout=5)
+        try:
+            return await work(nc.jetstream(timeout=10))
+        finally:
+            await nc.close()
+
+    return asyncio.run(main())
+
+
+def stream_exists(admin, shared, name: str) -> bool:
+    async def work(js):
+        try:
+            await js.stream_info(name)
+            return True
+        except nats.js.errors.NotFoundError:
+            return False
+
+    return nats_call(admin, shared, work)
+
+
+@pytest.fixture
+def names(admin, local_shared):
+    """Two fresh project names; whatever a test leaves in the engines is removed afterwards."""
+    suffix = token()
+    projects = [f"la-{suffix}", f"lb-{suffix}"]
+    yield projects
+    with pg(admin) as conn:
+        for project in projects:
+            ident = sql.Identifier(project.replace("-", "_"))
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
+    with redis_client(admin, local_shared) as client:
+        for project in projects:
+            client.acl_deluser(project)
+            client.hdel("devstack:acl-owners", project)
+
+    async def drop_streams(js):
+        for project in projects:
+            try:
+                await js.delete_stream(project)
+            except nats.js.errors.NotFoundError:
+                pass
+
+    nats_call(admin, local_shared, drop_streams)
+
+
+def project_a(box: Sandbox, a: str) -> str:
+    return write(box, a, [
+        {"uses": "pg", "kind": "database"},
+        {"uses": "cache", "kind": "acl_user", "credentials": "generated"},
+        {"uses": "events", "kind": "stream"},
+        {"uses": "events", "kind": "consumer", "name": "worker", "params": {"stream": a}},
+    ], services={"api": {"uses": ["pg"], "env": {
+        "import": [{"from": "pg/database", "vars": {"DATABASE_URL": "dsn", "PGUSER": "user"}}],
+        "PGHOST": "${ref:workspace.shared.pg.host}",
+    }}})
+
+
+def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names):
+    a, b = names
+    db_a, db_b = a.replace("-", "_"), b.replace("-", "_")
+    files = [project_a(sandbox, a), write(sandbox, b, [{"uses": "pg", "kind": "database", "purge": True}])]
+    stack = configure_stack(sandbox, "rmd", local_shared, admin, files)
+    stack.up()
+    listed = sandbox.cli_json("resource", "list", "-w", "rmd")
+    assert listed["total"] == 5
+
+    # env masks secrets; exec hands them to the process, no file involved.
+    env = sandbox.cli("env", a, "api", "-w", "rmd")
+    assert env.returncode == 0, env.stderr
+    assert env.stdout.splitlines() == ["DATABASE_URL=[secret]", "PGHOST=127.0.0.1", f"PGUSER={db_a}"]
+    shown = sandbox.cli_json("env", a, "api", "-w", "rmd", "--show-secrets")
+    assert shown["env"]["DATABASE_URL"].startswith(f"postgresql://{db_a}:") and shown["secret_vars"] == ["DATABASE_URL"]
+    code = "import os, psycopg; print(psycopg.connect(os.environ['DATABASE_URL']).execute('select current_database()').fetchone()[0])"
+    ran = sandbox.cli("exec", a, "api", "-w", "rmd", "--", "python", "-c", code)
+    assert (ran.returncode, ran.stdout.strip()) == (0, db_a), ran.stderr
+    failed = sandbox.cli("exec", a, "api", "-w", "rmd", "--", "python", "-c", "raise SystemExit(7)")
+    assert failed.returncode == 7
+
+    # rm without --purge-data: out of the ledger, still in the engine.
+    rm = sandbox.cli("resource", "rm", a, "--kind", "acl_user", "-w", "rmd")
+    assert rm.returncode == 0, rm.stderr
+    assert "its data stays in the engine" in rm.stdout
+    assert acl_user_exists(admin, local_shared, a)
+    # A resource others depend on is refused, and nothing changes.
+    refused = sandbox.cli("resource", "rm", a, "--kind", "stream", "-w", "rmd")
+    assert refused.returncode == InvalidQuery.exit_code
+    assert f"other resources depend on it: nats/events/consumer/worker@{a}" in refused.stderr
+    # --purge-data asks first; without a terminal and --yes it changes nothing.
+    assert sandbox.cli("resource", "rm", a, "--kind", "database", "--purge-data", "-w", "rmd").returncode == Aborted.exit_code
+    assert database_exists(admin, db_a)
+    purged = sandbox.cli_json("resource", "rm", a, "--kind", "database", "--purge-data", "--yes", "-w", "rmd")
+    assert purged["data_dropped"] and purged["untracked"] and not database_exists(admin, db_a)
+    remaining = {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
+    assert remaining == {f"nats/events/stream/{a}@{a}", f"nats/events/consumer/worker@{a}", f"postgres/pg/database/{b}@{b}"}
+
+    # destroy without --purge-data keeps every resource's data, even one declared with purge: true.
+    destroyed = sandbox.cli_json("destroy", "-w", "rmd")
+    assert sorted(destroyed["untracked"]) == sorted(remaining) and destroyed["dropped"] == []
+    assert database_exists(admin, db_b) and stream_exists(admin, local_shared, a)
+    assert sandbox.cli_json("resource", "list", "-w", "rmd")["total"] == 0
+    assert stack.export_stack().deployment.get("resources") in (None, [])
+
+
+def test_destroy_purge_data_drops_everything_after_confirmation(sandbox, admin, local_shared, names):
+    a, _ = names
+    stack = configure_stack(sandbox, "purge", local_shared, admin, [project_a(sandbox, a)])
+    stack.up()
+    db_a = a.replace("-", "_")
+    refused = sandbox.cli("destroy", "--purge-data", "-w", "purge")
+    assert refused.returncode == Aborted.exit_code and "not confirmed" in refused.stderr
+    assert sandbox.cli_json("resource", "list", "-w", "purge")["total"] == 4 and database_exists(admin, db_a)
+
+    done = sandbox.cli_json("destroy", "--purge-data", "--yes", "-w", "purge")
+    assert len(done["dropped"]) == 4 and done["already_gone"] == []
+    # The consumer went before its stream (dependents first), so nothing was "already gone".
+    assert not database_exists(admin, db_a)
+    assert not acl_user_exists(admin, local_shared, a)
+    assert not stream_exists(admin, local_shared, a)
+    with redis_client(admin, local_shared) as client:
+        assert client.hget("devstack:acl-owners", a) is None
+    with pg(admin) as conn:
+        assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (db_a,)).fetchone() is None
+    assert sandbox.cli_json("resource", "list", "-w", "purge")["total"] == 0
