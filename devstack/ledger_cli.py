@@ -207,8 +207,13 @@ def run_gc(args: argparse.Namespace) -> int:
 
 @guarded
 def run_rm(args: argparse.Namespace) -> int:
-    removal = ledger.remove_resource(open_from(args), args.name, engine=args.engine, project=args.project,
+    stack = open_from(args)
+    removal = ledger.remove_resource(stack, args.name, engine=args.engine, project=args.project,
                                      kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args))
+    # The file side: without it the next `pulumi up` would declare and adopt it again.
+    undeclared = _remove_declaration(stack, removal.resource)
+    if undeclared and not args.json:
+        print(f"removed its declaration from {undeclared}")
     if args.json:
         emit_json(removal)
     elif removal.data_dropped:
@@ -218,6 +223,18 @@ def run_rm(args: argparse.Namespace) -> int:
     else:
         print(f"removed {removal.resource.id} from the ledger; its data stays in the engine")
     return 0
+
+
+def _remove_declaration(stack, resource: ledger.Resource) -> str | None:
+    """Drop the resource's entry from its project's devstack.yaml; the file's path, or None if absent."""
+    from devstack import imperative
+
+    workspace = imperative.Workspace.of(stack)
+    for ref in workspace.projects():
+        if ref.name == resource.project and ref.path.is_file():
+            if imperative.remove_declaration(ref.path, resource.instance, resource.kind, resource.name):
+                return ref.relative
+    return None
 
 
 @guarded

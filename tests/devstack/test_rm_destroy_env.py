@@ -168,6 +168,10 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names):
     assert rm.returncode == 0, rm.stderr
     assert "its data stays in the engine" in rm.stdout
     assert acl_user_exists(admin, local_shared, a)
+    # ... and out of the project's file, so the next up does not declare it again.
+    assert f"removed its declaration from {files[0]}" in rm.stdout
+    assert "acl_user" not in (sandbox.work / files[0]).read_text()
+    assert "create" not in {str(getattr(op, "value", op)) for op in stack.preview().change_summary}
     # A resource others depend on is refused, and nothing changes.
     refused = sandbox.cli("resource", "rm", a, "--kind", "stream", "-w", "rmd")
     assert refused.returncode == InvalidQuery.exit_code

@@ -1,0 +1,482 @@
+"""`devstack doctor`: which verbs of this workspace can work on this machine, and the fix for each that cannot.
+
+    devstack doctor [--workspace W] [--json]
+
+For every shared instance of the workspace: whether it answers at its
+address, its version, whether the admin credential from the stack config
+works, and so which kinds are usable. For the toolchain: whether the
+pulumi CLI, the Python language host and the dynamic-provider plugin in
+.devstack/bin are there at the pinned version (the `pulumi` SDK's release).
+A broken instance degrades only that engine's verbs; each problem comes with
+the exact command that fixes it. Exit status 0 only when everything the
+workspace declares is usable (its instances, the kinds its projects declare,
+valid declarations and the toolchain), 1 otherwise.
+
+`--json` prints one object: {"workspace", "ok", "toolchain": [part],
+"instances": [instance], "declarations": {"ok", "problems"}} where a part is
+{"name", "ok", "found", "expected", "problem", "fix"} and an instance is
+{"name", "engine", "address", "ok", "reachable", "version", "admin",
+"kinds", "declaredKinds", "degradedVerbs", "problem", "fix"}; `admin` is
+null when it could not be checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from components.models import WorkspaceConfig
+from components.validation import WorkspaceInvalid, validate
+from devstack.errors import DevstackError
+from providers import registry
+from providers.instances import SharedInstance, instances_from_config, parse_object
+from tools.pulumi_env import BIN_DIR, ROOT
+
+SETUP = "scripts/setup"
+#: Seconds a probe may wait for an instance to accept a connection or answer.
+TIMEOUT = 3.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def pinned_version() -> str:
+    """The release the CLI, host and plugin must match: that of the installed `pulumi` SDK."""
+    return "v" + importlib.metadata.version("pulumi")
+
+
+# --- toolchain -----------------------------------------------------------------
+
+
+@dataclass
+class Part:
+    """One part of the toolchain: found where expected, at the expected version."""
+
+    name: str
+    ok: bool
+    found: str | None
+    expected: str | None
+    problem: str = ""
+    fix: str = ""
+
+
+def toolchain(bin_dir: Path = BIN_DIR) -> list[Part]:
+    """Check the pulumi CLI, the language host and the dynamic-provider plugin in `bin_dir`."""
+    return [_cli(bin_dir), _language_host(bin_dir), _plugin(bin_dir)]
+
+
+def _cli(bin_dir: Path) -> Part:
+    expected, path = pinned_version(), bin_dir / "pulumi"
+    if not os.access(path, os.X_OK):
+        return Part("pulumi CLI", False, None, expected, f"{path} is missing", SETUP)
+    try:
+        found = subprocess.run([str(path), "version"], capture_output=True, text=True, timeout=30,
+                               env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Part("pulumi CLI", False, None, expected, f"`{path} version` failed: {err}", SETUP)
+    ok = found == expected
+    return Part("pulumi CLI", ok, found or None, expected, "" if ok else f"{path} is {found or 'unknown'}", "" if ok else SETUP)
+
+
+def _language_host(bin_dir: Path) -> Part:
+    expected = pinned_version()
+    host, exec_script = bin_dir / "pulumi-language-python", bin_dir / "pulumi-language-python-exec"
+    missing = [p.name for p in (host, exec_script) if not os.access(p, os.X_OK)]
+    stamp = bin_dir / ".language-host-version"
+    found = stamp.read_text().strip() if stamp.is_file() else None
+    if missing:
+        return Part("language host", False, found, expected, f"missing in {bin_dir}: {', '.join(missing)}", SETUP)
+    ok = found == expected
+    return Part("language host", ok, found, expected, "" if ok else f"{stamp} says {found or 'nothing'}", "" if ok else SETUP)
+
+
+def _plugin(bin_dir: Path) -> Part:
+    path = bin_dir / "pulumi-resource-pulumi-python"
+    if not os.access(path, os.X_OK):
+        return Part("dynamic-provider plugin", False, None, str(path), f"{path} is missing", SETUP)
+    text = path.read_text(errors="replace")
+    if "pulumi.dynamic" not in text:
+        return Part("dynamic-provider plugin", False, str(path), str(path), f"{path} is not devstack's shim", SETUP)
+    try:
+        importlib.import_module("pulumi.dynamic")
+    except ImportError as err:
+        return Part("dynamic-provider plugin", False, str(path), str(path), f"pulumi.dynamic: {err}", SETUP)
+    return Part("dynamic-provider plugin", True, str(path), str(path))
+
+
+# --- instances -----------------------------------------------------------------
+
+
+class Rejected(Exception):
+    """The instance answered but refused the admin credential."""
+
+
+@dataclass
+class InstanceHealth:
+    name: str
+    engine: str
+    address: str
+    reachable: bool = False
+    version: str | None = None
+    admin: bool | None = None
+    kinds: list[str] = field(default_factory=list)
+    declared_kinds: list[str] = field(default_factory=list)
+    problem: str = ""
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and self.admin is True and set(self.declared_kinds) <= set(self.kinds)
+
+    def degraded_verbs(self) -> list[str]:
+        """The verbs this instance's problems disable (none when it is fine)."""
+        if self.ok:
+            return []
+        from devstack.imperative import ALIASES
+
+        verbs = [f"{alias} {add}|{rm}" for alias, (engines, _, add, rm) in ALIASES.items() if self.engine in engines]
+        return verbs + [f"resource create {self.engine} <kind> --instance {self.name}"]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["declaredKinds"] = data.pop("declared_kinds")
+        return {**data, "ok": self.ok, "degradedVerbs": self.degraded_verbs()}
+
+
+def check_instance(instance: SharedInstance, declared: list[str], local_port: int | None) -> InstanceHealth:
+    """Reach, version, admin login and usable kinds of one instance; never raises.
+
+    `local_port` is the port of this machine's engine of that kind, so a
+    loopback instance there is fixed by starting it; others by their owner.
+    """
+    health = InstanceHealth(instance.name, instance.engine, instance.address, declared_kinds=sorted(set(declared)))
+    local = instance.host in LOOPBACK and instance.port == local_port
+    start = f"python -m tools.engines start {instance.engine}"
+    try:
+        socket.create_connection((instance.host, instance.port), timeout=TIMEOUT).close()
+    except OSError as err:
+        health.problem = f"not reachable at {instance.address}: {err.strerror or err}"
+        health.fix = start if local else f"start {instance.engine} at {instance.address} or fix devstack:workspace.shared.{instance.name}"
+        return health
+    health.reachable = True
+    if instance.admin_password is None:
+        health.problem = f"no admin password in the stack config (devstack:{instance.admin_secret})"
+        health.fix = start if local else f"pulumi config set --secret devstack:{instance.admin_secret} (value on stdin)"
+        return health
+    try:
+        health.version = PROBES[instance.engine](instance)
+        health.admin = True
+    except Rejected as err:
+        health.admin = False
+        health.problem = f"the admin credential was refused: {err}"
+        health.fix = start if local else f"set devstack:{instance.admin_secret} to the admin password of {instance.address}"
+        return health
+    except ImportError as err:
+        health.problem, health.fix = f"the {instance.engine} client library is missing: {err}", SETUP
+        return health
+    except Exception as err:  # any other failure of the probe: report it, never crash the doctor
+        health.problem = f"the admin check failed: {type(err).__name__}: {_first_line(err)}"
+        health.fix = start if local else f"check {instance.engine} at {instance.address}"
+        return health
+    return _kinds(health)
+
+
+def _kinds(health: InstanceHealth) -> InstanceHealth:
+    try:
+        health.kinds = list(registry.kinds(health.engine))
+    except ImportError as err:
+        health.problem, health.fix = f"the {health.engine} provider cannot load: {err}", SETUP
+        return health
+    unknown = sorted(set(health.declared_kinds) - set(health.kinds))
+    if unknown:
+        health.problem = f"declared kinds the engine does not serve: {', '.join(unknown)}"
+        health.fix = "`pulumi preview` shows where they are declared"
+    return health
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [""])[0]
+
+
+# --- per-engine probes: admin login plus version --------------------------------
+
+
+def _postgres(instance: SharedInstance) -> str:
+    import psycopg
+
+    try:
+        conn = psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
+                               password=instance.password(), dbname="postgres", connect_timeout=int(TIMEOUT))
+    except psycopg.OperationalError as err:
+        if "authentication failed" in str(err) or "password" in str(err):
+            raise Rejected(_first_line(err)) from err
+        raise
+    with conn:
+        return str(conn.execute("SHOW server_version").fetchone()[0])
+
+
+def _redis(instance: SharedInstance) -> str:
+    import redis
+
+    client = redis.Redis(host=instance.host, port=instance.port, username=instance.admin_user,
+                         password=instance.password(), socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+    try:
+        return str(client.info("server")["redis_version"])
+    except redis.AuthenticationError as err:
+        raise Rejected(str(err)) from err
+    finally:
+        client.close()
+
+
+def _minio(instance: SharedInstance) -> str:
+    from minio.error import MinioAdminException
+
+    from providers import minio
+
+    try:
+        info = json.loads(minio.admin_client(instance).info())
+    except MinioAdminException as err:
+        if str(getattr(err, "_code", "")) in ("401", "403"):
+            raise Rejected(_first_line(err)) from err
+        raise
+    versions = sorted({server.get("version", "") for server in info.get("servers", [])} - {""})
+    return ", ".join(versions) or "unknown"
+
+
+def _localstack(instance: SharedInstance) -> str:
+    from botocore.exceptions import ClientError
+
+    from providers import s3
+
+    try:
+        s3.aws_client(instance, "sts").get_caller_identity()
+    except ClientError as err:
+        if s3.http_status(err) in (401, 403):
+            raise Rejected(_first_line(err)) from err
+        raise
+    return _aws_version(instance)
+
+
+def _aws_version(instance: SharedInstance) -> str:
+    """LocalStack reports its version on /_localstack/health; moto (our local engine) has no such call."""
+    base = f"http://{instance.host}:{instance.port}"
+    try:
+        with urllib.request.urlopen(f"{base}/_localstack/health", timeout=TIMEOUT) as response:
+            return str(json.load(response).get("version") or "unknown")
+    except (OSError, ValueError):
+        pass
+    try:
+        with urllib.request.urlopen(f"{base}/moto-api/", timeout=TIMEOUT):
+            return f"moto {importlib.metadata.version('moto')}" if instance.host in LOOPBACK else "moto"
+    except (OSError, importlib.metadata.PackageNotFoundError):
+        return "unknown"
+
+
+def _nats(instance: SharedInstance) -> str:
+    import nats
+
+    from providers.nats import run_private
+
+    async def probe() -> str:
+        seen: list[Exception] = []
+
+        async def remember(err: Exception) -> None:
+            seen.append(err)
+
+        try:
+            client = await nats.connect(servers=[f"nats://{instance.address}"], user=instance.admin_user,
+                                        password=instance.password(), allow_reconnect=False,
+                                        max_reconnect_attempts=1, connect_timeout=TIMEOUT, error_cb=remember)
+        except Exception as err:
+            cause = seen[-1] if seen else err
+            if isinstance(cause, nats.errors.AuthorizationError) or "authorization" in str(cause).lower():
+                raise Rejected(str(cause)) from err
+            raise
+        try:
+            v = client.connected_server_version
+            return f"{v.major}.{v.minor}.{v.patch}" + (f"-{v.prerelease}" if v.prerelease else "")
+        finally:
+            await client.close()
+
+    return run_private(probe())
+
+
+def _kafka(instance: SharedInstance) -> str:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from providers import kafka
+
+    problems: list[KafkaError] = []
+    admin = AdminClient({**kafka.client_settings(instance), "error_cb": problems.append})
+    refused = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
+    deadline = time.monotonic() + 2 * TIMEOUT
+    while True:  # short rounds, so a refused login ends the wait at once
+        try:
+            admin.list_topics(timeout=0.5)
+            break
+        except KafkaException as err:
+            admin.poll(0.1)  # delivers error_cb, where a refused login shows up
+            rejected = [p for p in problems if p.code() in refused]
+            if rejected:
+                raise Rejected(rejected[-1].str()) from err
+            if time.monotonic() > deadline:
+                raise
+    # Brokers do not report their release over the protocol; the workspace says which it is.
+    return f"{instance.version} (declared)" if instance.version else "unknown (brokers do not report it)"
+
+
+PROBES: dict[str, Callable[[SharedInstance], str]] = {
+    "postgres": _postgres, "redis": _redis, "minio": _minio,
+    "localstack": _localstack, "nats": _nats, "kafka": _kafka,
+}
+
+
+# --- the report ------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    workspace: str
+    toolchain: list[Part]
+    instances: list[InstanceHealth]
+    problems: list[str]  # of the declarations, as `pulumi preview` prints them
+
+    @property
+    def ok(self) -> bool:
+        return all(p.ok for p in self.toolchain) and all(i.ok for i in self.instances) and not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace, "ok": self.ok,
+            "toolchain": [asdict(p) for p in self.toolchain],
+            "instances": [i.to_json() for i in self.instances],
+            "declarations": {"ok": not self.problems, "problems": self.problems},
+        }
+
+
+def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN_DIR) -> Report:
+    """The doctor's report for a stack's config (keys `devstack:...`, secrets decrypted) and files under `root`."""
+    raw = parse_object(config.get("devstack:workspace")) or {}
+    declared, problems = _declarations(raw, root, stack)
+    try:
+        name = WorkspaceConfig.model_validate(raw).name
+        shared = instances_from_config(config)
+    except (ValidationError, AttributeError, TypeError):  # malformed workspace: `problems` says where
+        return Report(str(raw.get("name", stack)) if isinstance(raw, dict) else stack, toolchain(bin_dir), [],
+                      problems or ["devstack:workspace is not a mapping with name, shared and projects"])
+    instances = [check_instance(i, declared.get(n, []), _local_port(i.engine)) for n, i in shared.items()]
+    return Report(name, toolchain(bin_dir), instances, problems)
+
+
+def _declarations(raw: dict[str, Any], root: Path, stack: str) -> tuple[dict[str, list[str]], list[str]]:
+    """Kinds each instance's declarations use, and the problems `pulumi preview` would report."""
+    declared: dict[str, list[str]] = {}
+    for relative in (raw.get("projects") or [] if isinstance(raw, dict) else []):
+        try:
+            data = yaml.safe_load((root / relative).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue  # reported by validate below
+        for item in (data or {}).get("resources") or [] if isinstance(data, dict) else []:
+            if isinstance(item, dict) and isinstance(item.get("uses"), str):
+                declared.setdefault(item["uses"], []).append(str(item.get("kind")))
+    try:
+        validate(raw, root, None, f"stacks/Pulumi.{stack}.yaml")
+    except WorkspaceInvalid as invalid:
+        return declared, [str(p) for p in invalid.problems]
+    return declared, []
+
+
+def _local_port(engine: str) -> int | None:
+    try:
+        from tools.engines import load
+
+        return load(engine).port
+    except Exception:  # no local engine of that kind (or its module is broken): no local fix to offer
+        return None
+
+
+# --- command line ------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("doctor", help="what works here: instances, credentials, kinds, toolchain",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
+    parser.add_argument("--backend-url", help="the Pulumi backend (default: the checkout's file backend)")
+    parser.add_argument("--work-dir", type=Path, default=None, help="directory of the program and stack config")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    work_dir = args.work_dir or ROOT
+    try:
+        config, root = _read_config(args.workspace, args.backend_url, work_dir)
+    except DevstackError as err:
+        print(err, file=sys.stderr)
+        return err.exit_code
+    report = diagnose(config, root, args.workspace)
+    print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
+    return 0 if report.ok else 1
+
+
+def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tuple[dict[str, Any], Path]:
+    """The stack's config with secrets (through the CLI); without a working CLI, the file's plain part."""
+    from devstack.ledger import open_stack
+
+    try:
+        stack = open_stack(workspace, backend_url, work_dir)
+    except DevstackError:
+        raise
+    except Exception:  # the CLI itself is broken: the toolchain check says how to fix it
+        return _plain_config(work_dir, workspace), work_dir
+    return {key: value.value for key, value in stack.get_all_config().items()}, Path(stack.workspace.work_dir)
+
+
+def _plain_config(work_dir: Path, workspace: str) -> dict[str, Any]:
+    for path in (work_dir / "stacks" / f"Pulumi.{workspace}.yaml", work_dir / f"Pulumi.{workspace}.yaml"):
+        if path.is_file():
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            plain = {k: v for k, v in (data.get("config") or {}).items() if not isinstance(v, dict) or "secure" not in v}
+            return plain
+    return {}
+
+
+def render(report: Report) -> str:
+    """The report for a terminal: one line per part and instance, a fix under each problem."""
+    mark = lambda ok: "ok  " if ok else "FAIL"  # noqa: E731
+    lines = [f"workspace {report.workspace}: {'everything usable' if report.ok else 'problems found'}", "toolchain:"]
+    for part in report.toolchain:
+        lines.append(f"  {mark(part.ok)} {part.name:<24} {part.found or '-'}")
+        lines += _problem(part.problem, part.fix)
+    lines.append("instances:")
+    for health in report.instances:
+        admin = {True: "admin ok", False: "admin refused", None: "admin unchecked"}[health.admin]
+        lines.append(f"  {mark(health.ok)} {health.name:<10} {health.engine:<10} {health.address:<21} "
+                     f"{admin:<15} {health.version or '-'}")
+        lines.append(f"       kinds: {', '.join(health.kinds) or 'none'}"
+                     + (f" (declared: {', '.join(health.declared_kinds)})" if health.declared_kinds else ""))
+        lines += _problem(health.problem, health.fix)
+        if health.degraded_verbs():
+            lines.append(f"       degraded: {'; '.join(health.degraded_verbs())}")
+    lines.append(f"declarations: {'ok' if not report.problems else f'{len(report.problems)} problem(s)'}")
+    lines += [f"  error: {problem}" for problem in report.problems]
+    return "\n".join(lines)
+
+
+def _problem(problem: str, fix: str) -> list[str]:
+    return [f"       {problem}", f"       fix: {fix}"] if problem else []

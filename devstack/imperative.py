@@ -1,0 +1,733 @@
+"""Imperative verbs on the declarative substrate: `devstack resource create` and aliases.
+
+A verb never talks to an engine itself. It edits one project's devstack.yaml
+(comments and order kept, see devstack.yamledit), validates the would-be
+workspace exactly as `pulumi preview` would, previews the change targeted at
+that one resource, and on confirmation runs the same program `pulumi up`
+runs, targeted at it. So `devstack db create orders` and adding
+
+    - uses: pg
+      kind: database
+      name: orders
+
+by hand followed by `pulumi up` are the same operation with the same result.
+
+    devstack resource create ENGINE KIND NAME [--project P] [--instance I]
+                             [--param k=v ...] [--credentials predictable|generated] [--yes]
+    devstack db create|rm [NAME]         postgres database
+    devstack s3 mb|rb [NAME]             bucket on minio or localstack (--engine picks)
+    devstack queue add|rm [NAME]         localstack queue
+    devstack topic add|rm [NAME]         kafka topic
+    devstack stream add|rm [NAME]        nats stream
+
+A NAME left out means the project's own (the entry omits `name:`). `rm`
+removes the declaration and retains the resource and its data; with
+`--purge-data` it first sets `purge: true` and updates, then removes the
+entry and updates again, so the provider drops the data.
+
+The `resource` group is shared with devstack.ledger_cli (list/show/gc/rm):
+whichever module registers first creates `subparsers.add_parser("resource")`
+and stores its sub-subparsers on the parser as `_devstack_sub`; the other
+finds it in `subparsers.choices["resource"]` and adds to `._devstack_sub`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import dropwhile, takewhile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pulumi import automation as auto
+from pydantic import ValidationError
+
+from components import templates
+from components.models import WorkspaceConfig
+from components.validation import WorkspaceInvalid, validate
+from components.yamlfile import load_yaml
+from devstack import yamledit
+from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
+from providers import registry
+from providers.instances import SharedInstance, parse_object
+
+Confirm = Callable[[str], bool]
+Out = Callable[[str], None]
+
+#: Per-domain aliases: command -> (engines it may use, kind, add verb, remove verb).
+ALIASES: dict[str, tuple[tuple[str, ...], str, str, str]] = {
+    "db": (("postgres",), "database", "create", "rm"),
+    "s3": (("minio", "localstack"), "bucket", "mb", "rb"),
+    "queue": (("localstack",), "queue", "add", "rm"),
+    "topic": (("kafka",), "topic", "add", "rm"),
+    "stream": (("nats",), "stream", "add", "rm"),
+}
+#: Attributes every kind has and a table need not repeat (the instance's address).
+INSTANCE_ATTRIBUTES = ("host", "port", "region", "endpoint")
+
+
+class InvalidDeclaration(InvalidQuery):
+    """The would-be workspace does not validate; `problems` are pulumi preview's messages."""
+
+    def __init__(self, what: str, invalid: WorkspaceInvalid) -> None:
+        self.problems = [str(problem) for problem in invalid.problems]
+        super().__init__("declare", what, f"{len(self.problems)} problem(s) in the workspace; nothing was changed",
+                         "the file is as it was")
+
+
+# --- the workspace behind a stack -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProjectRef:
+    """One project of the workspace: its name and its devstack.yaml."""
+
+    name: str
+    relative: str
+    path: Path
+
+
+@dataclass
+class Workspace:
+    """A stack's `devstack:workspace` config, read once, plus the directory of its files."""
+
+    stack: auto.Stack
+    root: Path
+    raw: dict[str, Any]
+    config: WorkspaceConfig
+
+    @classmethod
+    def of(cls, stack: auto.Stack) -> Workspace:
+        """Read the workspace config of `stack`; InvalidQuery when it is missing or malformed."""
+        try:
+            raw = parse_object(stack.get_config("devstack:workspace").value)
+            config = WorkspaceConfig.model_validate(raw)
+        except auto.errors.CommandError as err:
+            raise NotFound("read", f"the workspace of stack {stack.name!r}", "no devstack:workspace in its config",
+                           "set it in stacks/Pulumi.<workspace>.yaml") from err
+        except (ValidationError, ValueError) as err:
+            raise InvalidQuery("read", f"the workspace of stack {stack.name!r}", str(err).splitlines()[0],
+                               "`pulumi preview` lists every problem") from err
+        return cls(stack=stack, root=Path(stack.workspace.work_dir), raw=raw, config=config)
+
+    def instance_for(self, engines: Sequence[str], name: str | None = None) -> SharedInstance:
+        """The shared instance serving one of `engines`: `name` when given, else the only one."""
+        shared = self.config.shared
+        if name is not None:
+            instance = shared.get(name)
+            if instance is None or instance.engine not in engines:
+                raise NotFound("use", f"instance {name!r}", f"workspace {self.config.name!r} has no "
+                               f"{'/'.join(engines)} instance of that name", _listing(shared, engines))
+            return instance
+        found = [i for i in shared.values() if i.engine in engines]
+        if not found:
+            raise NotFound("use", "/".join(engines), f"no shared instance of workspace {self.config.name!r} "
+                           f"provides it", f"declare one under devstack:workspace.shared; {_listing(shared, ())}")
+        if len(found) > 1:
+            hint = "--engine or --instance picks one" if len(engines) > 1 else "--instance picks one"
+            raise InvalidQuery("use", "/".join(engines), f"several instances provide it: "
+                               f"{', '.join(f'{i.name} ({i.engine})' for i in found)}", hint)
+        return found[0]
+
+    def projects(self) -> list[ProjectRef]:
+        refs = []
+        for relative in self.config.projects:
+            path = self.root / relative
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError):
+                data = None
+            name = data.get("name") if isinstance(data, dict) else None
+            refs.append(ProjectRef(name=str(name) if name else relative, relative=relative, path=path))
+        return refs
+
+    def project(self, name: str | None) -> ProjectRef:
+        """The project named `name` (or whose file is `name`); with None, the only project."""
+        refs = self.projects()
+        if name is None:
+            if len(refs) != 1:
+                raise InvalidQuery("pick", "a project", f"workspace {self.config.name!r} has {len(refs)} projects: "
+                                   f"{', '.join(r.name for r in refs) or 'none'}", "name one with --project")
+            return refs[0]
+        for ref in refs:
+            if name in (ref.name, ref.relative):
+                return ref
+        raise NotFound("pick", f"project {name!r}", f"workspace {self.config.name!r} has no such project",
+                       f"projects: {', '.join(r.name for r in refs) or 'none'}")
+
+    def check(self, relative: str, text: str, what: str) -> None:
+        """Validate the workspace as it would be with `relative` holding `text`, as preview does.
+
+        The files are copied to a temporary directory with the one file
+        replaced, and components.validation runs there: the messages are
+        the very ones `pulumi preview` prints. Raises InvalidDeclaration.
+        """
+        with tempfile.TemporaryDirectory(prefix="devstack-check-") as tmp:
+            scratch = _scratch_root(Path(tmp), self.config.projects)
+            for other in self.config.projects:
+                if (self.root / other).is_file():
+                    (scratch / other).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(self.root / other, scratch / other)
+            (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / relative).write_text(text, encoding="utf-8")
+            display = f"stacks/Pulumi.{self.stack.name}.yaml"
+            try:
+                validate(self.raw, scratch, _stack_file(self.root / display, display), display)
+            except WorkspaceInvalid as invalid:
+                raise InvalidDeclaration(what, invalid) from None
+
+    def state_urns(self) -> set[str]:
+        """URNs of everything in the stack's state (the ledger)."""
+        try:
+            deployment = self.stack.export_stack().deployment or {}
+        except auto.errors.CommandError as err:
+            raise _cli_error("read", f"the state of stack {self.stack.name!r}", err) from err
+        return {resource["urn"] for resource in deployment.get("resources") or []}
+
+
+def _scratch_root(tmp: Path, projects: list[str]) -> Path:
+    """A root inside `tmp` deep enough that every project path (`../x` too) stays inside `tmp`."""
+    depth = 0
+    for relative in projects:
+        parts = Path(os.path.normpath(relative)).parts
+        if Path(relative).is_absolute():
+            raise InvalidQuery("check", f"project {relative!r}", "an absolute project path cannot be checked "
+                               "before the edit", "list projects relative to the work dir")
+        depth = max(depth, len(parts) - len(tuple(dropwhile(lambda part: part == "..", parts))))
+    root = tmp.joinpath(*(["up"] * depth), "root")
+    root.mkdir(parents=True)
+    return root
+
+
+def _stack_file(path: Path, display: str):
+    """The stack config file for line numbers, as components.workspace reads it (None when unusable)."""
+    try:
+        return load_yaml(path, display) if path.is_file() else None
+    except yaml.YAMLError:
+        return None
+
+
+def _listing(shared: dict[str, SharedInstance], engines: Sequence[str]) -> str:
+    names = [f"{n} ({i.engine})" for n, i in shared.items() if not engines or i.engine in engines]
+    return f"shared instances: {', '.join(names) or 'none'}"
+
+
+# --- one resource of one project --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """The resource a verb acts on: (instance, kind, name) in one project of a workspace."""
+
+    workspace: Workspace
+    project: ProjectRef
+    instance: SharedInstance
+    kind: str
+    name: str
+    explicit_name: bool = True
+
+    @property
+    def key(self) -> str:
+        """`<instance>/<kind>/<name>`: the output key and the ledger's short form."""
+        return f"{self.instance.name}/{self.kind}/{self.name}"
+
+    @property
+    def what(self) -> str:
+        return f"{self.instance.engine} {self.kind} {self.key} of project {self.project.name}"
+
+    def urns(self) -> list[str]:
+        """The resource's URN, then its Stack/Workspace/Project ancestors (outermost last)."""
+        stack = self.workspace.stack
+        prefix = f"urn:pulumi:{stack.name}::{stack.workspace.project_settings().name}::"
+        workspace, project = "devstack:index:Workspace", "devstack:index:Project"
+        resource_type = f"{workspace}${project}$pulumi-python:dynamic/{self.instance.engine}:{self.kind}"
+        return [
+            f"{prefix}{resource_type}::{self.project.name}/{self.key}",
+            f"{prefix}{workspace}${project}::{self.project.name}",
+            f"{prefix}{workspace}::{self.workspace.config.name}",
+            f"{prefix}pulumi:pulumi:Stack::{stack.workspace.project_settings().name}-{stack.name}",
+        ]
+
+    def targets(self) -> tuple[list[str], bool]:
+        """The URNs a targeted operation names, and whether it includes their dependents.
+
+        Pulumi refuses to create a resource whose parent is neither in the
+        state nor targeted, so a project's first resource brings its Project
+        (and a new stack's Workspace and Stack) along. Dependents are then
+        left out: they would include every child of the new Project, i.e.
+        the project's other declarations, and a resource not created yet
+        has no dependents in the state anyway.
+        """
+        resource, *ancestors = self.urns()
+        present = self.workspace.state_urns()
+        missing = [urn for urn in ancestors if urn not in present]
+        return [resource] + missing, not missing
+
+
+def resolve(ws: Workspace, engines: Sequence[str], kind: str, name: str | None,
+            project: str | None = None, instance: str | None = None) -> Target:
+    """Pick the project and the instance and name the resource (the project's name by default)."""
+    ref = ws.project(project)
+    shared = ws.instance_for(engines, instance)
+    return Target(ws, ref, shared, kind, name or ref.name, explicit_name=name is not None)
+
+
+def parse_params(pairs: Sequence[str]) -> dict[str, Any]:
+    """`k=v` pairs: keys as written (camelCase aliases), values as YAML (`20` is an int, `true` a bool)."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidQuery("parse", f"--param {pair!r}", "expected KEY=VALUE", "e.g. --param connectionLimit=20")
+        try:
+            params[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as err:
+            raise InvalidQuery("parse", f"--param {pair!r}", f"the value is not YAML: {err}") from None
+    return params
+
+
+# --- files -----------------------------------------------------------------
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise NotFound("read", str(path), err.strerror or str(err), "fix devstack:workspace.projects") from err
+
+
+def write_text(path: Path, text: str) -> None:
+    """Replace the file atomically, keeping its mode, so a reader never sees half an edit."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _entry_index(text: str, target: Target) -> int | None:
+    data = yaml.safe_load(text)
+    found = yamledit.matching_entries(data, target.instance.name, target.kind, target.name)
+    if len(found) > 1:
+        raise InvalidQuery("edit", target.what, f"{len(found)} entries declare it in {target.project.relative}",
+                           "keep one (`pulumi preview` reports the collision)")
+    return found[0] if found else None
+
+
+def remove_declaration(project_file: Path, instance: str, kind: str, name: str,
+                       check: Callable[[str], None] | None = None) -> bool:
+    """Remove the `resources:` entry (instance, kind, name) from `project_file`; False when absent.
+
+    Comment-preserving and byte-identical outside the entry's own lines.
+    `check(new_text)` runs before anything is written and may raise to keep
+    the file as it is. Only the declaration goes: the resource itself is
+    retained until an update runs (and kept even then unless purge was set).
+    """
+    text = read_text(project_file)
+    found = yamledit.matching_entries(yaml.safe_load(text), instance, kind, name)
+    if not found:
+        return False
+    new = yamledit.remove_entry(text, found[0])
+    if check is not None:
+        check(new)
+    write_text(project_file, new)
+    return True
+
+
+# --- targeted preview and update ---------------------------------------------
+
+
+def _changes(result: Any) -> dict[str, int]:
+    counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
+    return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
+
+
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.+)$")
+
+
+def _cli_error(verb: str, what: str, err: auto.errors.CommandError) -> EngineError:
+    """The first diagnostic of a failed CLI run, not the whole command dump.
+
+    A provider's exception arrives as a Python traceback: its last line
+    (`providers.errors.Conflict: cannot create ...`) is the message. A
+    Conflict becomes IdentityConflict (exit 5), anything else EngineError.
+    """
+    text = str(err)
+    lines = text.split("Diagnostics:", 1)[-1].splitlines()
+    for i, line in enumerate(lines):
+        message = line.strip().removeprefix("error: ")
+        if not line.strip().startswith("error:") or message.endswith(("preview failed", "update failed")):
+            continue
+        if not message.startswith("Traceback"):
+            return EngineError(verb, what, message)
+        # The traceback ends where the next resource's diagnostics start (indented less).
+        block = [b.strip() for b in takewhile(lambda b: not b.strip() or b.startswith("    "), lines[i + 1:])]
+        raised = [m for m in map(_EXCEPTION_LINE.match, block) if m]
+        if raised:
+            kind, cause = raised[-1].groups()
+            return (IdentityConflict if kind.endswith("Conflict") else EngineError)(verb, what, cause)
+    first = [line.strip() for line in text.splitlines() if line.strip().startswith("error:")]
+    return EngineError(verb, what, (first or ["pulumi failed (run `pulumi preview` for details)"])[0].removeprefix("error: "))
+
+
+Plan = tuple[list[str], bool]  # the URNs to target, and whether their dependents come along
+
+
+def preview(target: Target, out: Out, plan: Plan | None = None) -> dict[str, int]:
+    """Preview the update of exactly `target` (plus ancestors it needs); the counts of changes."""
+    urns, dependents = plan or target.targets()
+    try:
+        return _changes(target.workspace.stack.preview(target=urns, target_dependents=dependents, on_output=out))
+    except auto.errors.CommandError as err:
+        raise _cli_error("preview", target.what, err) from err
+
+
+def update(target: Target, plan: Plan | None = None) -> auto.UpResult:
+    """Run the update for `target` alone (and what depends on it)."""
+    urns, dependents = plan or target.targets()
+    try:
+        return target.workspace.stack.up(target=urns, target_dependents=dependents)
+    except auto.errors.CommandError as err:
+        raise _cli_error("update", target.what, err) from err
+
+
+def attributes(target: Target, outputs: dict[str, Any]) -> dict[str, Any]:
+    """The resource's attributes in stack `outputs`, every secret one shown as `[secret]`."""
+    project = outputs.get(target.project.name)
+    values = ((project.value if project else None) or {}).get("resources", {}).get(target.key) or {}
+    kind = templates.engine_template(target.instance.engine).kinds.get(target.kind)
+    return {name: "[secret]" if kind is None or kind.is_secret(name) else value for name, value in values.items()}
+
+
+# --- the verbs ---------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What a verb did: whether the file changed and the update's counts of changes."""
+
+    file_changed: bool = False
+    changes: dict[str, int] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)  # the stack's, after the update
+
+
+def declaration(target: Target, params: dict[str, Any], credentials: str | None) -> dict[str, Any]:
+    """The `resources:` entry for `target`, in the order the README writes them."""
+    entry: dict[str, Any] = {"uses": target.instance.name, "kind": target.kind}
+    if target.explicit_name:
+        entry["name"] = target.name
+    if params:
+        entry["params"] = params
+    if credentials:
+        entry["credentials"] = credentials
+    return entry
+
+
+def create(target: Target, params: dict[str, Any], credentials: str | None, confirm: Confirm, out: Out) -> Outcome:
+    """Declare `target` (unless an equal entry exists), preview, confirm, update it alone.
+
+    Idempotent: a second identical call leaves the file byte-identical and
+    runs no update. An existing entry with other params or credentials is
+    an error (edit the file to change it). Invalid input raises before the
+    file is touched; a decline or a failed preview or update restores it.
+    """
+    path, relative = target.project.path, target.project.relative
+    original = read_text(path)
+    index = _entry_index(original, target)
+    if index is not None:
+        _require_same(yaml.safe_load(original)["resources"][index], target, params, credentials)
+        new = original
+    else:
+        new = yamledit.add_entry(original, declaration(target, params, credentials))
+        target.workspace.check(relative, new, target.what)
+        write_text(path, new)
+    return _apply(target, original, new, confirm, out, f"create {target.what}")
+
+
+def _require_same(entry: dict[str, Any], target: Target, params: dict[str, Any], credentials: str | None) -> None:
+    """An existing entry must agree with what was asked explicitly (options not given are not compared)."""
+    have = (entry.get("params") or {}, entry.get("credentials") or "predictable")
+    want = (params or have[0], credentials or have[1])
+    if have != want:
+        raise InvalidQuery("create", target.what, f"{target.project.relative} already declares it with "
+                           f"params {have[0]} and credentials {have[1]}", "edit the entry, or rm it first")
+
+
+def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out: Out, question: str,
+           note: str = "") -> Outcome:
+    """Preview the targeted change; on confirmation update it alone.
+
+    Whatever stops it (a failed preview, a 'no', a failed update) puts
+    `original` back, so file and state keep agreeing: a failed create or
+    delete changed nothing in the engine (provider verbs are transactional).
+    `confirm=None` means the change was confirmed already (the second step
+    of a purge): no preview, the update runs at once.
+    """
+    outcome = Outcome(file_changed=new != original)
+    try:
+        plan = target.targets()
+        if confirm is not None:
+            planned = preview(target, out, plan)
+            if not planned:
+                return outcome
+            if note:
+                out(note)
+            if not confirm(f"{question}?"):
+                raise Aborted("update", target.what, "not confirmed", "nothing was changed; --yes skips the question")
+        result = update(target, plan)
+    except (EngineError, IdentityConflict, Aborted) as err:
+        if not outcome.file_changed:
+            raise
+        write_text(target.project.path, original)
+        hint = "; ".join(filter(None, [err.hint, f"{target.project.relative} is as it was"]))
+        raise type(err)(err.verb, err.what, err.cause, hint) from err
+    outcome.changes, outcome.outputs = _changes(result), result.outputs
+    return outcome
+
+
+def remove(target: Target, purge_data: bool, confirm: Confirm, out: Out) -> Outcome:
+    """Remove the declaration and update `target` alone: retained, or dropped with `purge_data`.
+
+    Purging is two updates, as by hand: `purge: true` on the entry, then
+    the removal, so the provider drops the data on delete. Absent from the
+    file and from the state: nothing to do.
+    """
+    path = target.project.path
+    original = read_text(path)
+    index = _entry_index(original, target)
+    if index is None:
+        if target.urns()[0] not in target.workspace.state_urns():
+            return Outcome()
+        if purge_data:
+            raise InvalidQuery("purge", target.what, f"{target.project.relative} no longer declares it, so purge "
+                               "cannot be set", "declare it again with `purge: true`, `pulumi up`, then remove it")
+        return _apply(target, original, original, confirm, out, f"untrack {target.what}", _RETAINED)
+    first = Outcome()
+    if purge_data and yaml.safe_load(original)["resources"][index].get("purge") is not True:
+        marked = yamledit.set_entry_field(original, index, "purge", True)
+        target.workspace.check(target.project.relative, marked, target.what)
+        write_text(path, marked)
+        first = _apply(target, original, marked, confirm, out, f"drop {target.what} and its data",
+                       "then the entry is removed and the resource dropped with its data")
+        original, confirm = marked, None  # the question above covered both steps
+    removed = {}
+
+    def check(text: str) -> None:
+        target.workspace.check(target.project.relative, text, target.what)
+        removed["text"] = text
+
+    remove_declaration(path, target.instance.name, target.kind, target.name, check)
+    note = "" if purge_data else _RETAINED
+    second = _apply(target, original, removed["text"], confirm, out, f"remove {target.what}", note)
+    merged = {k: first.changes.get(k, 0) + second.changes.get(k, 0) for k in {**first.changes, **second.changes}}
+    return Outcome(True, merged, second.outputs)
+
+
+_RETAINED = "(retained: the resource and its data stay in the engine; --purge-data drops them)"
+
+
+def _yes(_question: str) -> bool:
+    return True
+
+
+# --- columns for `resource list` ----------------------------------------------
+
+
+def columns_for(engine: str, kind: str) -> list[tuple[str, str]]:
+    """The table columns `devstack resource list` prints for a kind: (title, attribute path).
+
+    Read from an optional `columns:` list under the kind in
+    templates/<engine>.yaml (`- {name: TITLE, path: attr[.key...]}`, the path
+    into the resource's attributes); without one, the kind's non-secret
+    attributes other than the instance's address. A column on a secret
+    attribute or an attribute the kind does not have is a template error
+    (ValueError naming the file and column); an unknown kind is a KeyError.
+    """
+    return list(_columns(engine, kind))
+
+
+@cache
+def _columns(engine: str, kind: str) -> tuple[tuple[str, str], ...]:
+    template = templates.engine_template(engine).kinds[kind]
+    raw = yaml.safe_load((templates.TEMPLATES_DIR / f"{engine}.yaml").read_text(encoding="utf-8")) or {}
+    declared = ((raw.get("kinds") or {}).get(kind) or {}).get("columns")
+    if declared is None:
+        return tuple((_title(a), a) for a in template.attributes
+                     if a not in INSTANCE_ATTRIBUTES and not template.is_secret(a))
+    columns = []
+    for i, column in enumerate(declared):
+        where = f"templates/{engine}.yaml: kinds.{kind}.columns[{i}]"
+        if not isinstance(column, dict) or not isinstance(column.get("name"), str) or not isinstance(column.get("path"), str):
+            raise ValueError(f"{where}: a column is a mapping with string `name` and `path`")
+        head = column["path"].split(".")[0]
+        # Exports are composed in the stack outputs only; the ledger holds the provider's attributes.
+        if head not in template.attributes or template.is_secret(head):
+            raise ValueError(f"{where}: {head!r} is not a non-secret attribute of {engine} {kind} "
+                             f"(attributes: {', '.join(n for n in template.attributes if not template.is_secret(n))})")
+        columns.append((column["name"], column["path"]))
+    return tuple(columns)
+
+
+def _title(attribute: str) -> str:
+    """`queueUrl` -> `QUEUE URL`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", attribute).upper()
+
+
+def column_value(attributes: dict[str, Any], path: str) -> Any:
+    """Follow a dotted path into a resource's attributes; None where it leads nowhere."""
+    value: Any = attributes
+    for part in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+# --- command line ------------------------------------------------------------
+
+
+def resource_group(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The sub-subparsers of `devstack resource`, created by whichever module registers first."""
+    parser = subparsers.choices.get("resource")
+    if parser is None:
+        parser = subparsers.add_parser("resource", help="resources of the workspace: create, list, show, gc, rm")
+        parser._devstack_sub = parser.add_subparsers(dest="resource_command", required=True)
+    return parser._devstack_sub
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
+    parser.add_argument("--backend-url", help="the Pulumi backend (default: the checkout's file backend)")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="directory of the program and stack config (default: the checkout)")
+    parser.add_argument("--project", help="the project, by name (default: the workspace's only project)")
+    parser.add_argument("--instance", help="the shared instance (default: the only one of the engine)")
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask before updating")
+
+
+def _create_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--param", "-p", action="append", default=[], metavar="KEY=VALUE",
+                        help="a param of the kind; VALUE is YAML (20, true, [a, b]); repeatable")
+    parser.add_argument("--credentials", choices=("predictable", "generated"), help="credential policy")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `resource create` and the per-domain aliases."""
+    create_parser = resource_group(subparsers).add_parser(
+        "create", help="declare a resource in a project's devstack.yaml and create it",
+        description="Add the declaration to the project's devstack.yaml, preview it, and update it alone.")
+    create_parser.add_argument("engine", choices=registry.engines())
+    create_parser.add_argument("kind")
+    create_parser.add_argument("name")
+    _common(create_parser)
+    _create_options(create_parser)
+    create_parser.set_defaults(func=_run_create, engines=None)
+    for command, (engines, kind, add_verb, rm_verb) in ALIASES.items():
+        group = subparsers.add_parser(command, help=f"{kind}s ({'/'.join(engines)}): {add_verb}, {rm_verb}")
+        verbs = group.add_subparsers(dest=f"{command}_command", required=True)
+        for verb, func in ((add_verb, _run_create), (rm_verb, _run_remove)):
+            parser = verbs.add_parser(verb, help=f"{'declare and create' if func is _run_create else 'remove'} a {kind}")
+            parser.add_argument("name", nargs="?", help="the name (default: the project's)")
+            _common(parser)
+            if func is _run_create:
+                _create_options(parser)
+            else:
+                parser.add_argument("--purge-data", action="store_true", help="drop the data too (asks first)")
+            if len(engines) > 1:
+                parser.add_argument("--engine", choices=engines, help="which engine, when the workspace has several")
+            parser.set_defaults(func=func, engines=engines, kind=kind)
+
+
+def _open(args: argparse.Namespace) -> Workspace:
+    try:
+        from devstack.ledger import open_stack
+    except ImportError:  # pragma: no cover - the ledger module ships with the command
+        raise EngineError("open", f"stack {args.workspace!r}", "devstack.ledger is missing") from None
+    kwargs = {"work_dir": args.work_dir} if args.work_dir else {}
+    return Workspace.of(open_stack(args.workspace, args.backend_url, **kwargs))
+
+
+def _target(args: argparse.Namespace, ws: Workspace) -> Target:
+    picked = getattr(args, "engine", None)  # `resource create ENGINE`, or `s3 --engine`
+    engines = (picked,) if picked else args.engines
+    name = args.name.removeprefix("s3://").rstrip("/") if args.name else None
+    return resolve(ws, engines, args.kind, name, args.project, args.instance)
+
+
+def _run_create(args: argparse.Namespace) -> int:
+    def action() -> int:
+        params = parse_params(args.param)
+        target = _target(args, _open(args))
+        outcome = create(target, params, args.credentials, _confirm(args), print)
+        _report(target, outcome, "created")
+        return 0
+
+    return _guarded(action)
+
+
+def _run_remove(args: argparse.Namespace) -> int:
+    def action() -> int:
+        target = _target(args, _open(args))
+        outcome = remove(target, args.purge_data, _confirm(args), print)
+        _report(target, outcome, "dropped" if args.purge_data else "removed (retained)")
+        return 0
+
+    return _guarded(action)
+
+
+def _report(target: Target, outcome: Outcome, done: str) -> None:
+    if not outcome.changes and not outcome.file_changed:
+        print(f"{target.what}: nothing to change")
+        return
+    summary = ", ".join(f"{n} {op}" for op, n in sorted(outcome.changes.items())) or "no update"
+    print(f"{target.what}: {done} ({summary}; {target.project.relative}"
+          f"{' updated' if outcome.file_changed else ' unchanged'})")
+    if done == "created":
+        for name, value in attributes(target, outcome.outputs).items():
+            print(f"  {name}: {value}")
+
+
+def _confirm(args: argparse.Namespace) -> Confirm:
+    if args.yes:
+        return _yes
+
+    def ask(question: str) -> bool:
+        if not sys.stdin.isatty():
+            print(f"{question} not confirmed: no terminal to ask on (pass --yes)", file=sys.stderr)
+            return False
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+    return ask
+
+
+def _guarded(action: Callable[[], int]) -> int:
+    """Run a verb; typed errors become their message on stderr and their exit code."""
+    try:
+        return action()
+    except InvalidDeclaration as err:
+        for problem in err.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(err, file=sys.stderr)
+        return err.exit_code
+    except DevstackError as err:
+        print(err, file=sys.stderr)
+        return err.exit_code
+    except yamledit.EditError as err:
+        print(f"cannot edit the devstack.yaml: {err}", file=sys.stderr)
+        return InvalidQuery.exit_code

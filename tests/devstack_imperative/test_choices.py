@@ -1,0 +1,176 @@
+"""Picking the instance and project, parsing params, the URNs a verb targets, and columns_for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from components.models import WorkspaceConfig
+from devstack import imperative
+from devstack.errors import InvalidQuery, NotFound
+
+
+def instance(engine: str, port: int) -> dict:
+    return {"engine": engine, "port": port, "adminUser": "a", "adminSecret": "s"}
+
+
+def workspace(tmp_path: Path, shared: dict, projects: dict[str, str]) -> imperative.Workspace:
+    """A Workspace over files in tmp_path; the stack is a stand-in that only knows its names."""
+    for relative, name in projects.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(f"apiVersion: devstack/v1\nkind: Project\nname: {name}\n")
+    raw = {"name": "ws", "shared": shared, "projects": list(projects)}
+    stack = SimpleNamespace(name="dev", workspace=SimpleNamespace(project_settings=lambda: SimpleNamespace(name="devstack")))
+    return imperative.Workspace(stack=stack, root=tmp_path, raw=raw, config=WorkspaceConfig.model_validate(raw))
+
+
+@pytest.fixture
+def ws(tmp_path):
+    shared = {"pg": instance("postgres", 1), "objects": instance("minio", 2), "aws": instance("localstack", 3),
+              "pg2": instance("postgres", 4)}
+    return workspace(tmp_path, shared, {"shop/devstack.yaml": "shop", "blog/devstack.yaml": "blog"})
+
+
+def test_instance_by_engine_and_by_name(ws):
+    assert ws.instance_for(("minio",)).name == "objects"
+    assert ws.instance_for(("postgres",), "pg2").name == "pg2"
+    with pytest.raises(InvalidQuery, match=r"several instances provide it: pg \(postgres\), pg2 \(postgres\) \(--instance picks one\)"):
+        ws.instance_for(("postgres",))
+    with pytest.raises(InvalidQuery, match="--engine or --instance picks one"):
+        ws.instance_for(("minio", "localstack"))
+    with pytest.raises(NotFound, match="no kafka instance of that name"):
+        ws.instance_for(("kafka",), "pg")
+    with pytest.raises(NotFound, match="no shared instance of workspace 'ws' provides it"):
+        ws.instance_for(("nats",))
+
+
+def test_project_by_name_or_path(ws, tmp_path):
+    assert ws.project("blog").relative == "blog/devstack.yaml"
+    assert ws.project("shop/devstack.yaml").name == "shop"
+    with pytest.raises(InvalidQuery, match="has 2 projects: shop, blog"):
+        ws.project(None)
+    with pytest.raises(NotFound, match="no such project"):
+        ws.project("nope")
+    single = workspace(tmp_path / "one", {"pg": instance("postgres", 1)}, {"a/devstack.yaml": "alpha"})
+    assert single.project(None).name == "alpha"
+
+
+def test_params_parse_as_yaml_values_with_keys_as_written():
+    assert imperative.parse_params(["connectionLimit=20", "readOnly=true", "locale=C.UTF-8", "extensions=[a, b]",
+                                    "rotation=", "displayName=a=b"]) == {
+        "connectionLimit": 20, "readOnly": True, "locale": "C.UTF-8", "extensions": ["a", "b"],
+        "rotation": "", "displayName": "a=b"}
+    for bad in ("novalue", "=3"):
+        with pytest.raises(InvalidQuery, match="expected KEY=VALUE"):
+            imperative.parse_params([bad])
+
+
+def test_targets_bring_missing_ancestors_and_drop_dependents(ws):
+    target = imperative.resolve(ws, ("minio",), "bucket", "media", project="shop")
+    resource, project, workspace_urn, stack = target.urns()
+    assert resource == ("urn:pulumi:dev::devstack::devstack:index:Workspace$devstack:index:Project$"
+                        "pulumi-python:dynamic/minio:bucket::shop/objects/bucket/media")
+    assert project == "urn:pulumi:dev::devstack::devstack:index:Workspace$devstack:index:Project::shop"
+    ws.state_urns = lambda: {stack, workspace_urn}
+    assert target.targets() == ([resource, project], False)
+    ws.state_urns = lambda: {stack, workspace_urn, project}
+    assert target.targets() == ([resource], True)
+
+
+def test_declaration_omits_defaults(ws):
+    own = imperative.resolve(ws, ("minio",), "bucket", None, project="shop")
+    assert (own.name, imperative.declaration(own, {}, None)) == ("shop", {"uses": "objects", "kind": "bucket"})
+    named = imperative.resolve(ws, ("minio",), "bucket", "media", project="shop")
+    assert imperative.declaration(named, {"versioning": True}, "generated") == {
+        "uses": "objects", "kind": "bucket", "name": "media", "params": {"versioning": True}, "credentials": "generated"}
+
+
+def test_check_reports_preview_messages_and_writes_nothing(ws, tmp_path):
+    path = tmp_path / "shop/devstack.yaml"
+    before = path.read_bytes()
+    bad = before.decode() + "resources:\n  - uses: pg\n    kind: table\n"
+    with pytest.raises(imperative.InvalidDeclaration) as failed:
+        ws.check("shop/devstack.yaml", bad, "postgres table")
+    assert failed.value.problems == [
+        "shop/devstack.yaml:6: resources[0].kind: 'table' is not a kind of engine postgres (kinds: database, role, user)"]
+    assert path.read_bytes() == before
+    ws.check("shop/devstack.yaml", before.decode() + "resources:\n  - uses: pg\n    kind: database\n", "ok")
+
+
+def test_default_columns_skip_the_address_and_secrets():
+    assert imperative.columns_for("postgres", "database") == [("USER", "user"), ("DATABASE", "database")]
+    assert imperative.columns_for("localstack", "queue") == [("QUEUE", "queue"), ("QUEUE URL", "queueUrl"),
+                                                             ("QUEUE ARN", "queueArn")]
+    assert imperative.columns_for("minio", "access_key") == [("ACCESS KEY", "accessKey"), ("POLICY", "policy")]
+
+
+def test_declared_columns_win_and_are_checked(tmp_path, monkeypatch):
+    from components import templates
+
+    source = yaml.safe_load((templates.TEMPLATES_DIR / "nats.yaml").read_text())
+    source["kinds"]["stream"]["columns"] = [{"name": "STREAM", "path": "stream"}, {"name": "FIRST SUBJECT", "path": "subjects.0"}]
+    (tmp_path / "nats.yaml").write_text(yaml.safe_dump(source))
+    source["kinds"]["consumer"]["columns"] = [{"name": "X", "path": "password"}]
+    (tmp_path / "bad").mkdir()
+    monkeypatch.setattr(templates, "TEMPLATES_DIR", tmp_path)
+    imperative._columns.cache_clear()
+    try:
+        assert imperative.columns_for("nats", "stream") == [("STREAM", "stream"), ("FIRST SUBJECT", "subjects.0")]
+        assert imperative.column_value({"stream": "s", "subjects": ["a.>", "b.>"]}, "subjects.0") == "a.>"
+        assert imperative.column_value({"stream": "s"}, "subjects.0") is None
+        (tmp_path / "nats.yaml").write_text(yaml.safe_dump(source))
+        imperative._columns.cache_clear()
+        with pytest.raises(ValueError, match=r"templates/nats.yaml: kinds.consumer.columns\[0\]: 'password' is not"):
+            imperative.columns_for("nats", "consumer")
+    finally:
+        imperative._columns.cache_clear()
+
+
+def test_check_mirrors_projects_outside_the_work_dir(tmp_path):
+    """A project listed as `../x/devstack.yaml` is checked too, and nothing is written beside it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    ws = workspace(work, {"pg": instance("postgres", 1)}, {"../outside/devstack.yaml": "outside", "in/devstack.yaml": "inside"})
+    outside = tmp_path / "outside" / "devstack.yaml"
+    before = outside.read_bytes()
+    with pytest.raises(imperative.InvalidDeclaration) as failed:
+        ws.check("in/devstack.yaml", "apiVersion: devstack/v1\nkind: Project\nname: outside\n", "rename")
+    assert failed.value.problems == ["in/devstack.yaml:3: name: project 'outside' is already declared by "
+                                     "../outside/devstack.yaml (project names are unique in a workspace)"]
+    assert outside.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["outside", "work"]
+
+
+class CliFailure(imperative.auto.errors.CommandError):
+    """A CommandError carrying canned CLI output."""
+
+    def __init__(self, text: str) -> None:
+        Exception.__init__(self, text)
+
+
+TRACEBACK = """ stdout: Updating (dev):
+ +  pulumi-python:dynamic/postgres:database a/pg/database/x creating (0s) error: Traceback (most recent call last):
+Diagnostics:
+  pulumi-python:dynamic/postgres:database (a/pg/database/x):
+    error: Traceback (most recent call last):
+      File "/x/providers/base.py", line 181, in create
+        raise self._conflict("create", ident, observed)
+    providers.errors.Conflict: cannot create database postgres/pg/database/x@a: 'x' belongs to another project
+
+  pulumi:pulumi:Stack (devstack-dev):
+    error: update failed
+"""
+
+
+def test_cli_failures_become_typed_errors_with_the_provider_message():
+    from devstack.errors import EngineError, IdentityConflict
+
+    err = imperative._cli_error("update", "postgres database pg/database/x", CliFailure(TRACEBACK))
+    assert isinstance(err, IdentityConflict) and err.exit_code == 5
+    assert err.cause == "cannot create database postgres/pg/database/x@a: 'x' belongs to another project"
+    engine = TRACEBACK.replace("providers.errors.Conflict", "providers.errors.EngineUnavailable")
+    assert type(imperative._cli_error("update", "x", CliFailure(engine))) is EngineError
+    plain = "Diagnostics:\n  pulumi:pulumi:Stack (devstack-dev):\n    error: shop/devstack.yaml:3: name: bad\n    error: preview failed\n"
+    assert imperative._cli_error("preview", "x", CliFailure(plain)).cause == "shop/devstack.yaml:3: name: bad"

@@ -1,0 +1,153 @@
+"""`devstack doctor` against the real local engines, never stopping one.
+
+An engine is made "stopped" by pointing its instance at a closed loopback
+port in a temporary workspace config; only that engine may degrade.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from devstack import doctor
+from providers import registry
+from tests.devstack_imperative.conftest import INSTANCES, closed_port, project_text, shared_config
+
+
+def config_for(admin, shared: dict, projects: list[str], passwords: dict[str, str] | None = None) -> dict:
+    """A stack config as `pulumi config --show-secrets` gives it: workspace plus admin secrets."""
+    config = {"devstack:workspace": json.dumps({"name": "doc", "shared": shared, "projects": projects})}
+    for engine, instance in INSTANCES.items():
+        config[f"devstack:{instance}Admin"] = (passwords or {}).get(engine, admin[engine].password)
+    return config
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "doc").mkdir()
+    (tmp_path / "doc" / "devstack.yaml").write_text(project_text("doc"))  # declares an aws queue
+    return tmp_path
+
+
+def test_healthy_workspace_through_the_command(scratch):
+    code, out, err = scratch.verb("doctor", "--json", yes=False)
+    assert code == 0, out + err
+    report = json.loads(out)
+    assert report["ok"] is True and report["declarations"] == {"ok": True, "problems": []}
+    assert [(p["name"], p["ok"]) for p in report["toolchain"]] == [
+        ("pulumi CLI", True), ("language host", True), ("dynamic-provider plugin", True)]
+    assert report["toolchain"][0]["found"] == doctor.pinned_version()
+    by_name = {i["name"]: i for i in report["instances"]}
+    assert set(by_name) == set(INSTANCES.values())
+    for engine, name in INSTANCES.items():
+        health = by_name[name]
+        assert (health["ok"], health["reachable"], health["admin"]) == (True, True, True), health
+        assert health["version"] and health["kinds"] == list(registry.kinds(engine))
+        assert health["degradedVerbs"] == []
+    assert by_name["aws"]["declaredKinds"] == ["queue"]
+
+
+@pytest.mark.parametrize("engine", list(INSTANCES))
+def test_one_stopped_engine_degrades_only_that_engine(admin, root, engine, monkeypatch):
+    port = closed_port()
+    real_port = doctor._local_port
+    # As if this machine's engine lived on that port: the fix is then to start it.
+    monkeypatch.setattr(doctor, "_local_port", lambda e: port if e == engine else real_port(e))
+    config = config_for(admin, shared_config(admin, {engine: port}), ["doc/devstack.yaml"])
+    report = doctor.diagnose(config, root, "doc")
+    assert report.ok is False
+    by_engine = {h.engine: h for h in report.instances}
+    down = by_engine.pop(engine)
+    assert (down.reachable, down.admin, down.kinds, down.ok) == (False, None, [], False)
+    assert down.problem.startswith(f"not reachable at 127.0.0.1:{port}")
+    assert down.fix == f"python -m tools.engines start {engine}"
+    assert f"resource create {engine} <kind> --instance {INSTANCES[engine]}" in down.degraded_verbs()
+    assert all(h.ok for h in by_engine.values()), [(h.name, h.problem) for h in by_engine.values() if not h.ok]
+    assert all(p.ok for p in report.toolchain) and report.problems == []
+
+
+def test_stopped_engine_through_the_command_exits_1(scratch, admin):
+    port = closed_port()
+    scratch.set_workspace(shared_config(admin, {"kafka": port}))
+    code, out, _ = scratch.verb("doctor", yes=False)
+    assert code == 1
+    assert f"FAIL kafka      kafka      127.0.0.1:{port}" in out
+    assert f"fix: start kafka at 127.0.0.1:{port} or fix devstack:workspace.shared.kafka" in out
+    assert "degraded: topic add|rm; resource create kafka <kind> --instance kafka" in out
+    assert out.count("  ok   ") == 3 + 5  # the toolchain and the five other instances
+
+
+@pytest.mark.parametrize("engine", ["postgres", "redis", "minio", "nats", "kafka"])
+def test_refused_admin_credential(admin, root, engine):
+    config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"], passwords={engine: "not-the-password"})
+    report = doctor.diagnose(config, root, "doc")
+    down = next(h for h in report.instances if h.engine == engine)
+    assert (down.reachable, down.admin, down.ok) == (True, False, False)
+    assert down.problem.startswith("the admin credential was refused")
+    assert down.fix == f"python -m tools.engines start {engine}"
+    assert all(h.ok for h in report.instances if h.engine != engine)
+
+
+def test_moto_accepts_any_credential(admin, root):
+    """The local localstack engine (moto) checks no signature: a wrong admin secret still works there."""
+    config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"], passwords={"localstack": "wrong"})
+    health = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == "localstack")
+    assert (health.admin, health.version.startswith("moto")) == (True, True)
+
+
+def test_missing_or_stale_toolchain(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    parts = doctor.toolchain(empty)
+    assert [(p.ok, p.fix) for p in parts] == [(False, "scripts/setup")] * 3
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    for name, body in [("pulumi", "#!/bin/sh\necho v3.1.0\n"), ("pulumi-language-python", "#!/bin/sh\n"),
+                       ("pulumi-language-python-exec", "#!/bin/sh\n"),
+                       ("pulumi-resource-pulumi-python", "#!/bin/sh\nexec python -m pulumi.dynamic\n")]:
+        (stale / name).write_text(body)
+        os.chmod(stale / name, 0o755)
+    (stale / ".language-host-version").write_text("v3.1.0\n")
+    cli, host, plugin = doctor.toolchain(stale)
+    assert (cli.ok, cli.found, cli.expected) == (False, "v3.1.0", doctor.pinned_version())
+    assert (host.ok, host.found, host.fix) == (False, "v3.1.0", "scripts/setup")
+    assert plugin.ok is True
+
+
+def test_invalid_declarations_fail_the_report(admin, root):
+    (root / "doc" / "devstack.yaml").write_text(project_text("doc").replace("kind: queue", "kind: table2"))
+    report = doctor.diagnose(config_for(admin, shared_config(admin), ["doc/devstack.yaml"]), root, "doc")
+    assert report.ok is False
+    assert any("resources[0].kind: 'table2' is not a kind of engine localstack" in p for p in report.problems)
+    aws = next(h for h in report.instances if h.name == "aws")
+    assert aws.ok is False and "table2" in aws.problem
+
+
+def test_without_a_working_cli_the_plain_config_is_read(tmp_path, admin, monkeypatch):
+    """A broken CLI cannot decrypt secrets: instances are still probed, the admin check says it is unchecked."""
+    import devstack.ledger
+
+    def broken(*_args, **_kwargs):
+        raise FileNotFoundError("pulumi")
+
+    monkeypatch.setattr(devstack.ledger, "open_stack", broken)
+    shared = shared_config(admin)
+    (tmp_path / "Pulumi.doc.yaml").write_text(json.dumps({"config": {
+        "devstack:workspace": {"name": "doc", "shared": shared, "projects": []},
+        "devstack:pgAdmin": {"secure": "v1:ciphertext"}}}))
+    config, root = doctor._read_config("doc", None, tmp_path)
+    assert root == tmp_path and "devstack:pgAdmin" not in config
+    report = doctor.diagnose(config, root, "doc")
+    pg = next(h for h in report.instances if h.name == "pg")
+    assert (pg.reachable, pg.admin, pg.ok) == (True, None, False)
+    assert pg.problem == "no admin password in the stack config (devstack:pgAdmin)"
+
+
+def test_malformed_workspace_is_a_problem_not_a_crash(root):
+    config = {"devstack:workspace": json.dumps({"name": "doc", "shared": {"pg": {"engine": "postgres"}}})}
+    report = doctor.diagnose(config, root, "doc")
+    assert (report.ok, report.instances) == (False, [])
+    assert any("shared.pg.port: is required" in p for p in report.problems), report.problems

@@ -1,0 +1,219 @@
+"""`devstack resource create`, the aliases and their `rm`: the real CLI on a scratch workspace.
+
+Every engine goes through a round trip: create through the command (the
+file gains exactly the entry, comments kept), the resource exists in the
+engine, a second identical call changes nothing, removal with
+--purge-data drops it and leaves the file byte-identical to the start.
+PostgreSQL's round trip also removes without purge (retained) and adopts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import secrets
+
+import pytest
+import yaml
+
+from devstack import imperative, yamledit
+from tests.devstack_imperative.conftest import INSTANCES, shared_config
+
+#: engine -> (kind, create argv, rm argv or None for the Python API, a param the create sets).
+#: The localstack queue is the project's own (no name given, so the entry has no `name:`).
+ROUND_TRIPS = {
+    "redis": ("acl_user", ["resource", "create", "redis", "acl_user", "{name}"], None, ("readOnly", True)),
+    "minio": ("bucket", ["s3", "mb", "s3://{name}", "--engine", "minio"], ["s3", "rb", "{name}", "--engine", "minio"],
+              ("versioning", True)),
+    "localstack": ("queue", ["queue", "add"], ["queue", "rm"], ("visibilityTimeout", 45)),
+    "kafka": ("topic", ["topic", "add", "{name}"], ["topic", "rm", "{name}"], ("partitions", 2)),
+    "nats": ("stream", ["stream", "add", "{name}"], ["stream", "rm", "{name}"], ("maxMsgs", 100)),
+}
+
+
+def fresh_name() -> str:
+    return f"r{secrets.token_hex(3)}"
+
+
+def entry_text(name: str | None, instance: str, kind: str, params: dict | None = None) -> str:
+    """The lines the verb appends, in the file's own indentation."""
+    lines = f"  - uses: {instance}\n    kind: {kind}\n" + (f"    name: {name}\n" if name else "")
+    if params:
+        lines += "    params: {" + ", ".join(f"{k}: {yaml.safe_dump(v).splitlines()[0]}" for k, v in params.items()) + "}\n"
+    return lines
+
+
+@pytest.mark.parametrize("engine", list(ROUND_TRIPS))
+def test_create_then_purge_round_trip(scratch, engine):
+    kind, create_argv, rm_argv, (param, value) = ROUND_TRIPS[engine]
+    given = fresh_name() if "{name}" in " ".join(create_argv) else None
+    name = given or scratch.project
+    original = scratch.file.read_text()
+    argv = [a.format(name=name) for a in create_argv] + ["--param", f"{param}={yaml.safe_dump(value).splitlines()[0]}"]
+
+    code, out, err = scratch.verb(*argv)
+    assert code == 0, err
+    added = entry_text(given, INSTANCES[engine], kind, {param: value})
+    edited = scratch.file.read_text()
+    # Exactly one entry appended after the last one; every other byte (comments too) as it was.
+    assert edited == original.replace("   # keep this comment\n", "   # keep this comment\n" + added)
+    assert yaml.safe_load(edited)["resources"][-1]["params"] == {param: value}  # parsed as YAML scalars
+    observed = scratch.observe(engine, kind, name)
+    assert observed is not None and observed.owner == scratch.project
+    # Targeted: the hand-written declaration was not applied along with it.
+    assert scratch.state_keys() == {f"{INSTANCES[engine]}/{kind}/{name}"}
+    assert f"{engine} {kind} {INSTANCES[engine]}/{kind}/{name}" in out and "created" in out
+
+    # The same call again: nothing to change, file byte-identical.
+    code, out, err = scratch.verb(*argv)
+    assert (code, scratch.file.read_text()) == (0, edited), err
+    assert "nothing to change" in out
+
+    if rm_argv is None:  # no alias: the function `devstack resource rm` builds on
+        ws = imperative.Workspace.of(scratch.stack)
+        target = imperative.resolve(ws, (engine,), kind, name)
+        outcome = imperative.remove(target, purge_data=True, confirm=lambda _: True, out=lambda _: None)
+        assert outcome.changes == {"update": 1, "delete": 1}
+    else:
+        code, out, err = scratch.verb(*[a.format(name=name) for a in rm_argv], "--purge-data")
+        assert code == 0, err
+        assert "dropped (1 delete, 1 update" in out
+    assert scratch.file.read_text() == original
+    assert scratch.observe(engine, kind, name) is None
+    assert scratch.state_keys() == set()
+
+
+def test_postgres_round_trip_retains_adopts_and_purges(scratch):
+    """db create twice (one change), rm keeps the database, create adopts it, rm --purge-data drops it."""
+    name = fresh_name()
+    original = scratch.file.read_text()
+    code, out, err = scratch.verb("db", "create", name, "--param", "connectionLimit=5")
+    assert code == 0, err
+    edited = scratch.file.read_text()
+    assert edited == original.replace("   # keep this comment\n", "   # keep this comment\n"
+                                      + entry_text(name, "pg", "database", {"connectionLimit": 5}))
+    assert scratch.observe("postgres", "database", name).params["connection_limit"] == 5
+    assert "user: imp_" in out and "password: [secret]" in out  # attributes, secrets never printed
+    code, out, _ = scratch.verb("db", "create", name, "--param", "connectionLimit=5")
+    assert (code, "nothing to change" in out, scratch.file.read_text()) == (0, True, edited)
+
+    code, out, err = scratch.verb("db", "rm", name)
+    assert code == 0, err
+    assert "retained" in out
+    assert scratch.file.read_text() == original
+    assert scratch.state_keys() == set()
+    assert scratch.observe("postgres", "database", name).owner == scratch.project  # still there
+
+    code, out, err = scratch.verb("db", "rm", name)  # gone from file and state: nothing to do
+    assert (code, "nothing to change" in out) == (0, True), err
+
+    assert scratch.verb("db", "create", name, "--param", "connectionLimit=5")[0] == 0  # adopts the retained one
+    assert scratch.state_keys() == {f"pg/database/{name}"}
+    assert scratch.verb("db", "rm", name, "--purge-data")[0] == 0
+    assert scratch.observe("postgres", "database", name) is None
+    assert scratch.file.read_text() == original
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["resource", "create", "postgres", "table", "t1"], "resources[1].kind: 'table' is not a kind of engine postgres"),
+    (["db", "create", "d1", "--param", "connectionLimit=abc"], "resources[1].params.connectionLimit:"),
+    (["queue", "add", "q1", "--param", "nope=1"], "localstack queue does not accept param 'nope'"),
+    (["topic", "add", "bad name"], "resources[1].name:"),
+    (["db", "create", "d1", "--param", "rotation"], "cannot parse --param 'rotation': expected KEY=VALUE"),
+], ids=["unknown-kind", "bad-param-value", "unknown-param", "bad-name", "malformed-param"])
+def test_invalid_input_leaves_the_file_byte_identical(scratch, argv, message):
+    original = scratch.file.read_bytes()
+    code, out, err = scratch.verb(*argv)
+    assert code == 2
+    assert message in err
+    assert scratch.file.read_bytes() == original
+    assert scratch.state_keys() == set()
+
+
+def test_validation_messages_are_those_of_pulumi_preview(scratch):
+    """The verb's problems are word for word what `pulumi preview` says about the same file."""
+    original = scratch.file.read_text()
+    code, _, err = scratch.verb("queue", "add", "q1", "--param", "visibilityTimeout=forever", "--param", "nope=1")
+    assert code == 2
+    problems = [line.removeprefix("error: ") for line in err.splitlines() if line.startswith("error: ")]
+    assert len(problems) == 2
+    # The same declaration written by hand, previewed by the real CLI.
+    entry = {"uses": "aws", "kind": "queue", "name": "q1", "params": {"visibilityTimeout": "forever", "nope": 1}}
+    scratch.file.write_text(yamledit.add_entry(original, entry))
+    try:
+        with pytest.raises(Exception) as failed:
+            scratch.stack.preview()
+    finally:
+        scratch.file.write_text(original)
+    for problem in problems:
+        assert problem in str(failed.value)
+
+
+def test_choices_that_are_ambiguous_or_missing(scratch):
+    original = scratch.file.read_bytes()
+    code, _, err = scratch.verb("s3", "mb", "b1")
+    assert code == 2 and "objects (minio), aws (localstack)" in err and "--engine" in err
+    code, _, err = scratch.verb("db", "create", "d1", "--project", "nope")
+    assert code == 3 and "no such project" in err
+    code, _, err = scratch.verb("db", "create", "d1", "--instance", "aws")
+    assert code == 3 and "no postgres instance of that name" in err
+    assert scratch.file.read_bytes() == original
+
+
+def test_declined_confirmation_restores_the_file(scratch, monkeypatch):
+    """Without --yes the preview is shown and a 'no' (or no terminal) puts the file back."""
+    original = scratch.file.read_bytes()
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    code, out, err = scratch.verb("queue", "add", "q1", yes=False)
+    assert code == 7 and "not confirmed" in err
+    assert "aws/queue/q1 create" in out  # the preview of exactly that change
+    assert scratch.file.read_bytes() == original
+    assert scratch.state_keys() == set()
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # not a terminal: never assume yes, never read
+    ask = imperative._confirm(argparse.Namespace(yes=False))
+    assert ask("create it?") is False
+    assert "pass --yes" in scratch.capsys.readouterr().err
+
+
+def test_existing_entry_with_other_params_is_refused(scratch):
+    original = scratch.file.read_bytes()
+    code, _, err = scratch.verb("queue", "add", "by-hand", "--param", "delaySeconds=3")
+    assert code == 2 and "already declares it" in err
+    assert scratch.file.read_bytes() == original
+
+
+def test_engine_without_instance(scratch, admin):
+    shared = shared_config(admin)
+    del shared["kafka"]
+    scratch.set_workspace(shared)
+    code, _, err = scratch.verb("topic", "add", "t1")
+    assert code == 3 and "no shared instance of workspace 'imperative' provides it" in err
+
+
+def test_failed_update_puts_the_file_back(scratch):
+    """A database that exists without devstack's marker is foreign: the update fails, the file is as it was."""
+    import psycopg
+    from psycopg import sql
+
+    name = fresh_name()
+    pg = scratch.instance("postgres")
+    original = scratch.file.read_bytes()
+    with psycopg.connect(host=pg.host, port=pg.port, user=pg.admin_user, password=pg.password(),
+                         dbname="postgres", autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            code, _, err = scratch.verb("db", "create", name)
+        finally:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    assert code == 5  # IdentityConflict: the provider's Conflict, its message as the cause
+    assert err.startswith(f"cannot update postgres database pg/database/{name} of project {scratch.project}: "
+                          f"cannot create database postgres/pg/database/{name}@{scratch.project}: ")
+    assert "belongs to something devstack does not manage" in err and err.rstrip().endswith("is as it was)")
+    assert scratch.file.read_bytes() == original
+    assert f"pg/database/{name}" not in scratch.state_keys()
