@@ -100,11 +100,29 @@ def test_check_reports_preview_messages_and_writes_nothing(ws, tmp_path):
     ws.check("shop/devstack.yaml", before.decode() + "resources:\n  - uses: pg\n    kind: database\n", "ok")
 
 
-def test_default_columns_skip_the_address_and_secrets():
-    assert imperative.columns_for("postgres", "database") == [("USER", "user"), ("DATABASE", "database")]
-    assert imperative.columns_for("localstack", "queue") == [("QUEUE", "queue"), ("QUEUE URL", "queueUrl"),
-                                                             ("QUEUE ARN", "queueArn")]
-    assert imperative.columns_for("minio", "access_key") == [("ACCESS KEY", "accessKey"), ("POLICY", "policy")]
+def test_default_columns_skip_the_address_and_secrets(tmp_path, monkeypatch):
+    """A kind whose template declares no columns gets its non-secret, non-address attributes."""
+    from components import templates
+
+    for engine in ("postgres", "localstack", "minio"):
+        source = yaml.safe_load((templates.TEMPLATES_DIR / f"{engine}.yaml").read_text())
+        for kind in source["kinds"].values():
+            kind.pop("columns", None)
+        (tmp_path / f"{engine}.yaml").write_text(yaml.safe_dump(source))
+    monkeypatch.setattr(templates, "TEMPLATES_DIR", tmp_path)
+    imperative._columns.cache_clear()
+    try:
+        assert imperative.columns_for("postgres", "database") == [("USER", "user"), ("DATABASE", "database")]
+        assert imperative.columns_for("localstack", "queue") == [("QUEUE", "queue"), ("QUEUE URL", "queueUrl"),
+                                                                 ("QUEUE ARN", "queueArn")]
+        assert imperative.columns_for("minio", "access_key") == [("ACCESS KEY", "accessKey"), ("POLICY", "policy")]
+    finally:
+        imperative._columns.cache_clear()
+
+
+def test_the_shipped_templates_declare_readable_columns():
+    assert imperative.columns_for("postgres", "database") == [("DATABASE", "database"), ("OWNER", "user")]
+    assert imperative.columns_for("kafka", "topic") == [("TOPIC", "topic"), ("PARTITIONS", "partitions")]
 
 
 def test_declared_columns_win_and_are_checked(tmp_path, monkeypatch):
