@@ -1,0 +1,82 @@
+"""Peak resident memory of the dynamic-provider processes a benchmark step starts.
+
+psutil is not a dependency: this reads /proc. Only descendants of this
+process are sampled, so other people's pulumi runs on the machine do not count.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+MARKER = b"pulumi.dynamic"
+
+
+def _children() -> dict[int, list[int]]:
+    """parent pid -> child pids, for every process visible in /proc."""
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # the process ended while we looked
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def descendants(root: int) -> list[int]:
+    tree, found, todo = _children(), [], [root]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def provider_rss(root: int) -> dict[int, int]:
+    """pid -> peak resident bytes so far (VmHWM) of every `python -m pulumi.dynamic` below `root`."""
+    sizes = {}
+    for pid in descendants(root):
+        try:
+            if MARKER not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            sizes[pid] = _high_water_mark(pid)
+        except (OSError, StopIteration, ValueError):
+            continue
+    return sizes
+
+
+def _high_water_mark(pid: int) -> int:
+    """The kernel's own peak RSS of the process, so short spikes between samples still count."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024  # reported in kB
+
+
+class PeakSampler:
+    """Samples provider RSS every `interval` seconds while in use; `peak` is the largest single process seen."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval, self.peak, self.processes = interval, 0, 0
+        self._seen: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "PeakSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            sizes = provider_rss(os.getpid())
+            self._seen.update(sizes)
+            self.processes = len(self._seen)
+            self.peak = max([self.peak, *sizes.values()])

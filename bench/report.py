@@ -1,0 +1,120 @@
+"""The benchmark's targets and its table, computed from the JSON report alone.
+
+Targets (issue 8): B1 devstack <= 1.3 x max(direct, no-op) at every N and
+growing linearly; B2 no-change preview and up <= 1.2 x the no-op floor, with
+no engine call; B4 provider peak RSS under 200 MB.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+B1_FACTOR, B2_FACTOR, B4_LIMIT_MB = 1.3, 1.2, 200
+#: "Linear": the cost per added resource over the last interval is at most this times that of the first.
+LINEAR_SLACK = 1.3
+
+
+def median(values: list[float] | None) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def marginal(times: dict[int, float]) -> list[float]:
+    """Seconds per added resource between consecutive sizes."""
+    sizes = sorted(times)
+    return [(times[b] - times[a]) / (b - a) for a, b in zip(sizes, sizes[1:])]
+
+
+def series(report: dict[str, Any], key: str) -> dict[int, float]:
+    return {int(n): row[key] for n, row in report["b1"].items() if key in row}
+
+
+def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """name -> {"met": bool, "detail": str}, one per target the report has data for."""
+    found: dict[str, dict[str, Any]] = {}
+    for n, row in sorted(report["b1"].items(), key=lambda item: int(item[0])):
+        floor = max(row["direct"], row["noop"])
+        ratio = row["ours"] / floor
+        found[f"B1 N={n}"] = {"met": ratio <= B1_FACTOR, "detail": f"{ratio:.2f} x max(a, b) (<= {B1_FACTOR})"}
+    slopes = marginal(series(report, "ours"))
+    if len(slopes) >= 2:
+        growth = slopes[-1] / slopes[0] if slopes[0] > 0 else float("inf")
+        found["B1 linear"] = {"met": growth <= LINEAR_SLACK,
+                              "detail": f"ms per added resource {' -> '.join(f'{s * 1000:.0f}' for s in slopes)}"
+                                        f" ({growth:.2f} x, <= {LINEAR_SLACK})"}
+    for step in ("preview", "up"):
+        ours, floor = median(report.get("b2", {}).get(step)), median(report.get("b2_noop", {}).get(step))
+        if ours and floor:
+            found[f"B2 {step}"] = {"met": ours <= B2_FACTOR * floor,
+                                   "detail": f"{ours / floor:.2f} x no-op floor (<= {B2_FACTOR})"}
+    if "b2" in report:
+        found["B2 no engine call"] = {"met": bool(report["b2"].get("pure")),
+                                      "detail": "preview and up pass with every engine unreachable"}
+    peak = report.get("b4", {}).get("devstack")
+    if peak:
+        found["B4"] = {"met": peak < B4_LIMIT_MB * 2**20, "detail": f"{peak / 2**20:.0f} MB (< {B4_LIMIT_MB} MB)"}
+    return found
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def b1_table(report: dict[str, Any]) -> list[str]:
+    lines = ["| N | devstack `up` | (a) direct | (b) no-op `up` | ours/(a) | ours/(b) | devstack destroy (purge) |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, row in sorted(report["b1"].items(), key=lambda item: int(item[0])):
+        lines.append(f"| {n} | {_s(row['ours'])} | {_s(row['direct'])} | {_s(row['noop'])} | "
+                     f"{_x(row['ours'] / row['direct'])} | {_x(row['ours'] / row['noop'])} | "
+                     f"{_s(report.get('destroy', {}).get(n))} |")
+    sizes = sorted(int(n) for n in report["b1"])
+    if len(sizes) >= 2:
+        first, last = str(sizes[0]), str(sizes[-1])
+        growth = {k: report["b1"][last][k] / report["b1"][first][k] for k in ("ours", "direct", "noop")}
+        lines.append(f"| growth {first} -> {last} ({int(last) / int(first):.0f} x N) | {_x(growth['ours'])} x | "
+                     f"{_x(growth['direct'])} x | {_x(growth['noop'])} x | | | |")
+        slopes = {k: marginal(series(report, k)) for k in ("ours", "direct", "noop")}
+        lines.append("| ms per added resource | " + " | ".join(
+            " -> ".join(f"{s * 1000:.0f}" for s in slopes[k]) for k in ("ours", "direct", "noop")) + " | | | |")
+    return lines
+
+
+def b2_table(report: dict[str, Any]) -> list[str]:
+    if "b2" not in report:
+        return []
+    n = max(int(k) for k in report["b1"])
+    lines = [f"| at N = {n} (median of {report['repeat']}) | devstack | no-op floor | ratio |", "|---|---:|---:|---:|"]
+    rows = [("B2 `preview`, no change", report["b2"].get("preview"), report.get("b2_noop", {}).get("preview")),
+            ("B2 `up`, no change", report["b2"].get("up"), report.get("b2_noop", {}).get("up")),
+            ("B3 `refresh`", report.get("b3"), report.get("b3_noop"))]
+    for label, ours, floor in rows:
+        o, f = median(ours), median(floor)
+        lines.append(f"| {label} | {_s(o)} | {_s(f)} | {_x(o / f) if o and f else '-'} |")
+    return lines
+
+
+def table(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    head = [f"devstack benchmark, {report['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, "
+            f"{m['os']}, Python {m['python']}, pulumi {m['pulumi']}", ""]
+    rss = report.get("b4", {})
+    b4 = [f"B4 peak RSS of the provider process: devstack {rss.get('devstack', 0) / 2**20:.0f} MB, "
+          f"no-op {rss.get('noop', 0) / 2**20:.0f} MB"]
+    checks = [f"- {'met   ' if t['met'] else 'MISSED'} {name}: {t['detail']}" for name, t in report["targets"].items()]
+    left = sum(report.get("leftovers", {}).values())
+    loads = [load for _step, load in report.get("load", [])]
+    tail = [f"left behind in the engines after the run: {left}"]
+    if report.get("error"):
+        tail.append(f"THE RUN STOPPED EARLY: {report['error'].splitlines()[-1][:300]}")
+    if loads:
+        tail.append(f"machine load (1-min average) at the start of each step: {min(loads):.1f} to {max(loads):.1f}, "
+                    f"median {statistics.median(loads):.1f}")
+    if report.get("providers_from"):
+        tail.append(f"providers and components measured from {report['providers_from']}")
+    if report.get("env"):
+        tail.append(f"extra environment of every pulumi run: {' '.join(report['env'])}")
+    return "\n".join(head + b1_table(report) + [""] + b2_table(report) + [""] + b4 + [""] + checks + [""] + tail)

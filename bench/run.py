@@ -1,0 +1,276 @@
+"""`python -m bench.run [--sizes 30,120,300]`: devstack against its two baselines, on the real engines.
+
+B1  `pulumi up` creating N tenant resources over all six engines, beside
+    (a) the same engine operations done directly with the client libraries
+    and (b) `pulumi up` of N no-op dynamic resources (Pulumi's own floor).
+B2  no-change `pulumi preview` and `pulumi up` at the largest N, beside the
+    no-op floor; then both again with every instance on a closed port, which
+    succeeds only if check and diff make no engine call.
+B3  `pulumi refresh` at the largest N, beside the no-op floor.
+B4  peak RSS of the dynamic-provider process (the kernel's VmHWM).
+
+Prints progress to stderr, a table to stdout, and writes JSON (default
+bench/results/<date>.json). Every stack lives on a temporary file backend,
+every resource is purged on destroy, and a final sweep by the run's name
+prefix removes and counts anything left. A watchdog ends a step (the pulumi
+processes this run started, by pid) that outlives --step-timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from pulumi import automation as auto
+
+from bench import direct, memory, stacks, sweep
+from bench import workload as wl
+from bench.report import targets, table
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_started = time.monotonic()
+
+
+def progress(message: str) -> None:
+    print(f"[{time.monotonic() - _started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def watchdog(seconds: float, what: str) -> Iterator[None]:
+    """Terminate this run's child processes (by pid) if `what` takes longer than `seconds`."""
+
+    def expire() -> None:
+        progress(f"{what}: over {seconds:.0f}s, terminating its processes")
+        for pid in memory.descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+class Runner:
+    """Runs the steps of one benchmark and keeps the measurements."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from tools.engines.credentials import admin_credentials
+
+        self.args, self.shared, self.admin = args, wl.local_shared(), admin_credentials()
+        self.results: dict[str, Any] = {"b1": {}, "b4": {}, "leftovers": {}, "load": []}
+        self.prefixes: list[str] = []
+
+    def timed(self, what: str, action: Callable[[], Any], rss: str | None = None) -> tuple[float, Any]:
+        """Run `action` under the watchdog; seconds and result. With `rss`, record the provider's peak RSS."""
+        progress(f"{what} ...")
+        self.results["load"].append([what, round(os.getloadavg()[0], 2)])
+        with watchdog(self.args.step_timeout, what), memory.PeakSampler() as sampler:
+            start = time.monotonic()
+            outcome = action()
+            seconds = time.monotonic() - start
+        if rss:
+            self.results["b4"][rss] = max(self.results["b4"].get(rss, 0), sampler.peak)
+        progress(f"{what}: {seconds:.1f}s" + (f", provider peak {sampler.peak / 2**20:.0f} MB" if rss else ""))
+        return seconds, outcome
+
+    def repeat(self, what: str, action: Callable[[], Any], rss: str | None = None) -> list[float]:
+        return [self.timed(f"{what} #{i + 1}", action, rss)[0] for i in range(self.args.repeat)]
+
+    # --- B1 per size ----------------------------------------------------
+
+    def size(self, n: int, largest: bool) -> None:
+        workload = wl.Workload(wl.new_prefix(), n)
+        self.prefixes.append(workload.prefix)
+        row: dict[str, Any] = {"prefix": workload.prefix, "projects": len(workload.projects)}
+        row["direct"] = self.timed(f"N={n} (a) direct", lambda: direct.run(workload, self.shared, self.admin))[1]
+        swept = sweep.sweep(workload.prefix, self.shared, self.admin)
+        if sum(swept.values()) != _expected_objects(workload):
+            raise RuntimeError(f"direct baseline made {swept}, expected {_expected_objects(workload)} objects")
+        with stacks.scratch_dir() as base:
+            row["noop"] = self.noop(base, workload, largest)
+        with stacks.scratch_dir() as base:
+            row["ours"] = self.ours(base, workload, largest)
+        self.results["b1"][str(n)] = row
+
+    def noop(self, base: Path, workload: wl.Workload, largest: bool) -> float:
+        stack = stacks.noop_stack(base, workload)
+        n = workload.size
+        try:
+            seconds, up = self.timed(f"N={n} (b) no-op up", stack.up, rss="noop")
+            _expect(up, "create", _expected_resources(workload))
+            if largest:
+                self.results["b2_noop"] = {
+                    "preview": self.repeat(f"N={n} (b) no-op preview, no change", stack.preview),
+                    "up": self.repeat(f"N={n} (b) no-op up, no change", lambda: stack.up(expect_no_changes=True)),
+                }
+                self.results["b3_noop"] = self.repeat(f"N={n} (b) no-op refresh", stack.refresh)
+        finally:
+            destroy_s, _ = self.timed(f"N={n} (b) no-op destroy", stack.destroy)
+            self.results.setdefault("destroy_noop", {})[str(n)] = destroy_s
+        return seconds
+
+    def ours(self, base: Path, workload: wl.Workload, largest: bool) -> float:
+        stack = stacks.devstack_stack(base, workload, self.admin, self.args.providers_from)
+        n = workload.size
+        try:
+            seconds, up = self.timed(f"N={n} devstack up", stack.up, rss="devstack")
+            _expect(up, "create", _expected_resources(workload))
+            live = sweep.sweep(workload.prefix, self.shared, self.admin, dry_run=True)
+            if sum(live.values()) != _expected_objects(workload):
+                raise RuntimeError(f"after up the engines hold {live}, expected {_expected_objects(workload)} objects")
+            if largest:
+                self.no_change(stack, workload)
+                self.results["b3"] = self.repeat(f"N={n} devstack refresh", lambda: _unchanged(stack.refresh()),
+                                                 rss="devstack")
+        finally:
+            destroy_s, _ = self.timed(f"N={n} devstack destroy (purge)", stack.destroy, rss="devstack")
+            self.results.setdefault("destroy", {})[str(n)] = destroy_s
+        return seconds
+
+    # --- B2 ---------------------------------------------------------------
+
+    def no_change(self, stack: auto.Stack, workload: wl.Workload) -> None:
+        n = workload.size
+        self.results["b2"] = {
+            "preview": self.repeat(f"N={n} devstack preview, no change", lambda: _unchanged(stack.preview()),
+                                   rss="devstack"),
+            "up": self.repeat(f"N={n} devstack up, no change", lambda: stack.up(expect_no_changes=True),
+                              rss="devstack"),
+        }
+        self.results["b2"]["pure"] = self.purity(stack, workload)
+
+    def purity(self, stack: auto.Stack, workload: wl.Workload) -> bool:
+        """No-change preview and up with every instance on a closed port: they pass only if no engine is called."""
+        files = [f"{p}/devstack.yaml" for p in workload.projects]
+        dead = {name: {**inst, "port": _closed_port()} for name, inst in self.shared.items()}
+        stacks.configure(stack, files, self.admin, dead)
+        try:
+            self.timed(f"N={workload.size} preview, engines unreachable", lambda: _unchanged(stack.preview()))
+            self.timed(f"N={workload.size} up, engines unreachable", lambda: stack.up(expect_no_changes=True))
+            return True
+        except auto.errors.CommandError as err:
+            progress(f"diff is not pure: {str(err).strip().splitlines()[-1][:300]}")
+            return False
+        finally:
+            # destroy and refresh use the provider config stored by the last up: store the real one again.
+            stacks.configure(stack, files, self.admin)
+            self.timed(f"N={workload.size} up, engines back", lambda: stack.up(expect_no_changes=True))
+
+    # --- the whole run ----------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        sizes = sorted(self.args.sizes)
+        try:
+            for n in sizes:
+                if time.monotonic() - _started > self.args.budget:
+                    progress(f"budget of {self.args.budget:.0f}s spent: N={n} not measured")
+                    break
+                try:
+                    self.size(n, largest=n == sizes[-1])
+                except (RuntimeError, auto.errors.CommandError) as err:
+                    # Keep what was measured; the report says where the run stopped and why.
+                    self.results["error"] = f"N={n}: {str(err).strip()[-2000:]}"
+                    progress(f"N={n} failed, stopping: {str(err).strip().splitlines()[-1][:200]}")
+                    break
+        finally:
+            for prefix in self.prefixes:
+                left = sweep.sweep(prefix, self.shared, self.admin)
+                self.results["leftovers"][prefix] = sum(left.values())
+                if sum(left.values()):
+                    progress(f"swept {left} left behind by {prefix}")
+        return self.results
+
+
+def _expected_resources(workload: wl.Workload) -> int:
+    """Pulumi resources an up creates: stack, workspace, one component per project, N tenants."""
+    return 2 + len(workload.projects) + workload.size
+
+
+def _expected_objects(workload: wl.Workload) -> int:
+    """Engine objects the sweep counts: a postgres database is a database plus its role, a redis
+    acl_user is a user plus its marker entry; every other resource is one object."""
+    per = {"postgres": 2, "redis": 2}
+    return sum(per.get(engine, 1) for _p, _i, engine, _k in workload.resources())
+
+
+def _expect(result: auto.UpResult, op: str, count: int) -> None:
+    changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
+    if changes != {op: count}:
+        raise RuntimeError(f"expected {count} x {op}, the run reported {changes}")
+
+
+def _unchanged(result: Any) -> Any:
+    counts = getattr(result, "change_summary", None) or result.summary.resource_changes or {}
+    changed = {k: v for k, v in counts.items() if str(getattr(k, "value", k)) != "same"}
+    if changed:
+        raise RuntimeError(f"expected no changes, got {changed}")
+    return result
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed: connections are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(mem_kb / 2**20, 1),
+            "os": platform.platform(), "python": platform.python_version(), "pulumi": "v3.260.0"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="30,120,300", type=lambda s: [int(x) for x in s.split(",")],
+                        help="tenant resource counts (default 30,120,300); B2/B3 run at the largest")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each B2/B3 measurement (median reported)")
+    parser.add_argument("--budget", type=float, default=1800, help="stop starting new sizes after this many seconds")
+    parser.add_argument("--step-timeout", type=float, default=600, help="end any single step after this many seconds")
+    parser.add_argument("--out", type=Path, help="JSON file (default bench/results/<date>.json)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra environment for every pulumi run, devstack and floor alike (repeatable)")
+    parser.add_argument("--providers-from", type=Path, metavar="DIR",
+                        help="put DIR first on PYTHONPATH of devstack's pulumi runs: measures a prototype of "
+                             "providers/ or components/ kept in DIR instead of the checkout's")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stacks.EXTRA_ENV.update(item.split("=", 1) for item in args.env)
+    now = datetime.now(timezone.utc)
+    results = Runner(args).run()
+    report = {"date": now.isoformat(timespec="seconds"), "machine": machine(), "sizes": sorted(args.sizes),
+              "repeat": args.repeat, "providers_from": str(args.providers_from or ""), "env": args.env, **results}
+    report["targets"] = targets(report)
+    out = args.out or RESULTS / f"{now.date().isoformat()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(table(report))
+    progress(f"wrote {out}")
+    return 0 if all(t["met"] for t in report["targets"].values()) and "error" not in report else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Concurrent `pulumi up` runs: two workspaces on the same engines, and two runs on the same stack."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+
+from bench.sweep import sweep
+from tests.faults.conftest import (
+    MIX,
+    changes,
+    checkpoint,
+    configure,
+    every_engine,
+    local_workspace,
+    new_stack,
+    tenants,
+    write_project,
+)
+from tools.pulumi_env import ROOT, pulumi_env
+
+ROUNDS = 5
+#: What a round adds or removes beside the standing project: every engine plus a Redis index,
+#: whose number is allocated by a script on the server and must never be handed out twice.
+CHURN = every_engine() + [{"uses": "cache", "kind": "redis_index", "purge": True}]
+
+
+def workspace(base: Path, command: auto.PulumiCommand, shared: dict, admin: dict, project: str):
+    """A workspace of its own (directory, file backend, passphrase) with one standing project."""
+    work, passphrase = base / "project", base / "passphrase"
+    work.mkdir(parents=True)
+    shutil.copy(ROOT / "__main__.py", work / "__main__.py")
+    passphrase.write_text("faults-passphrase")
+    env = {**pulumi_env(backend_dir=base / "state", passphrase_file=passphrase), "PULUMI_HOME": str(base / "home")}
+    stack = new_stack(work, env, command)
+    files = [write_project(work, project, every_engine())]
+    configure(stack, files, shared, admin)
+    return stack, work, files
+
+
+def test_two_workspaces_in_parallel_five_rounds(tmp_path, pulumi_command, admin, shared, prefix):
+    sides = [workspace(tmp_path / side, pulumi_command, shared, admin, f"{prefix}-{side}") for side in ("a", "b")]
+
+    def run_round(index: int, stack: auto.Stack, work: Path, files: list[str], side: str) -> dict:
+        """Even rounds declare the churn project, odd rounds empty it (purge drops what it held)."""
+        churn = write_project(work, f"{prefix}-{side}-churn", CHURN if index % 2 == 0 else [])
+        configure(stack, files + [churn], shared, admin)
+        return changes(stack.up())
+
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for index in range(ROUNDS):
+                running = [pool.submit(run_round, index, *sides[i], side) for i, side in enumerate("ab")]
+                expected = {"delete": 7} if index % 2 else {"create": 7}
+                if index == 0:
+                    expected = {"create": 2 + 2 + 6 + 7}  # stack, workspace, 2 projects, 6 + 7 tenants
+                assert [r.result() for r in running] == [expected, expected], f"round {index + 1}"
+                indexes = [tenant.get("db") for stack, _work, _files in sides
+                           for tenant in tenants(checkpoint(stack.workspace.env_vars, "faults")).values()
+                           if tenant.get("kind") == "redis_index"]
+                assert len(indexes) == (0 if index % 2 else 2) and len(set(indexes)) == len(indexes)
+        for side in "ab":
+            live = sweep(f"{prefix}-{side}", shared, admin, dry_run=True)
+            # The standing project and the last round's churn: two of each, plus the churn's index.
+            assert live == {"postgres": 4, "redis": 5, "minio": 2, "localstack": 2, "nats": 2, "kafka": 2}
+    finally:
+        for stack, _work, _files in sides:
+            stack.destroy()
+
+
+def test_second_up_on_the_same_stack_fails_on_the_lock(project_dir, offline_env, pulumi_command, admin, shared,
+                                                       prefix, tmp_path):
+    first = new_stack(project_dir, offline_env, pulumi_command)
+    files = [write_project(project_dir, f"{prefix}-first", every_engine())]
+    configure(first, files, shared, admin)
+    # The same stack (same backend, same config file) from a second directory, declaring one more project.
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(project_dir / "__main__.py", other / "__main__.py")
+    shutil.copy(project_dir / "Pulumi.faults.yaml", other / "Pulumi.faults.yaml")
+    write_project(other, f"{prefix}-first", every_engine())
+    second = auto.Stack.select("faults", local_workspace(other, offline_env, pulumi_command))
+    configure(second, files + [write_project(other, f"{prefix}-second", every_engine())], shared, admin)
+
+    locks = Path(offline_env["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "locks"
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            running = pool.submit(first.up)
+            deadline = time.monotonic() + 60
+            while not any(locks.rglob("*.json")) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            with pytest.raises(auto.errors.ConcurrentUpdateError) as refused:
+                second.up()
+            assert changes(running.result()) == {"create": 9}
+        message = str(refused.value)
+        assert "the stack is currently locked by 1 lock(s)" in message and "pulumi cancel" in message
+        # The refused run changed nothing: neither the ledger nor any engine knows the second project.
+        assert not [urn for urn in tenants(checkpoint(offline_env, "faults")) if f"{prefix}-second" in urn]
+        assert sum(sweep(f"{prefix}-second", shared, admin, dry_run=True).values()) == 0
+        assert len(tenants(checkpoint(offline_env, "faults"))) == len(MIX)
+    finally:
+        first.destroy()

@@ -1,0 +1,105 @@
+"""`kill -9` of `pulumi up` in the middle of a run, then the documented recovery.
+
+What pulumi v3.260.0 leaves behind on the file backend: the stack's lock file
+(the next command refuses to run: "the stack is currently locked ... `pulumi
+cancel`"), pending operations for the creates that were in flight (the next
+up warns about them and keeps them), and the dynamic-provider process, which
+waits forever for an engine that is gone. The recovery (README, "Recovering
+from an interrupted up"): `pulumi cancel`, `pulumi refresh
+--clear-pending-creates`, `pulumi up`. The last step adopts whatever the
+killed run created but never recorded (create adopts a resource that carries
+our marker for the same project), so nothing is duplicated or lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+
+from bench.memory import descendants
+from bench.sweep import sweep
+from tests.faults.conftest import MIX, changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
+from tools.pulumi_env import BIN_DIR
+
+PROJECTS = 4  # 24 tenant resources: enough for a run to be killed in its middle
+#: Objects the sweep counts per resource: a database is also its role, an ACL user also its marker.
+OBJECTS = {"postgres": 2, "redis": 2}
+
+
+def progress(env: dict[str, str]) -> tuple[int, int]:
+    """(tenants recorded, operations pending) in the checkpoint; (0, 0) while it is absent or being rewritten."""
+    try:
+        state = checkpoint(env, "faults")
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return 0, 0
+    return len(tenants(state)), len(state.get("pending_operations") or [])
+
+
+def kill_mid_run(work: Path, env: dict[str, str], log: Path, at_least: int, timeout: float = 120) -> None:
+    """Start `pulumi up`; SIGKILL it once `at_least` tenants are recorded while creates are in flight;
+    then end the plugins it left running."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(BIN_DIR / "pulumi"), "up", "--yes", "--skip-preview", "--non-interactive", "--stack", "faults"],
+            cwd=work, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        recorded, pending = progress(env)
+        if recorded >= at_least and pending:
+            break
+        time.sleep(0.02)
+    children = descendants(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert progress(env)[0] < PROJECTS * len(MIX), "the run finished before it could be killed"
+    time.sleep(1)  # in-flight provider calls finish on their own, as they would for a user
+    for pid in children:  # the orphaned language host and provider: ours, ended by pid
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_command, admin, shared, prefix,
+                                               tmp_path):
+    projects = [f"{prefix}-{i}" for i in range(PROJECTS)]
+    files = [write_project(project_dir, project, every_engine()) for project in projects]
+    stack = new_stack(project_dir, offline_env, pulumi_command)
+    configure(stack, files, shared, admin)
+    try:
+        kill_mid_run(project_dir, offline_env, tmp_path / "killed-up.log", at_least=4)
+        interrupted = checkpoint(offline_env, "faults")
+
+        # The killed run's lock is still there: the next command refuses, naming the way out.
+        with pytest.raises(auto.errors.ConcurrentUpdateError, match="pulumi cancel"):
+            stack.up()
+        stack.cancel()
+        stack.refresh(clear_pending_creates=True)
+        assert not checkpoint(offline_env, "faults").get("pending_operations")
+        stack.up()
+
+        # The ledger matches the engines: every declaration recorded once, every engine object there once.
+        state = checkpoint(offline_env, "faults")
+        assert not state.get("pending_operations")
+        assert len(tenants(state)) == PROJECTS * len(MIX)
+        ids = [r["id"] for r in state["resources"] if r["type"].startswith("pulumi-python:dynamic")]
+        assert len(set(ids)) == len(ids)
+        expected = {engine: PROJECTS * OBJECTS.get(engine, 1) for engine, _kind in MIX.values()}
+        assert sweep(prefix, shared, admin, dry_run=True) == expected
+        assert changes(stack.up()) == {}
+        # The kill did leave creates in flight: the recovery above had pending operations to clear.
+        assert {op["type"] for op in interrupted["pending_operations"]} == {"creating"}
+    finally:
+        try:
+            stack.cancel()  # only needed when the test failed before its own cancel
+        except auto.errors.CommandError:
+            pass
+        stack.destroy()
