@@ -7,6 +7,7 @@ attributes, composed exports, service env, and which of them are secret.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pulumi
@@ -96,6 +97,8 @@ def validated(tmp_path: Path):
 
 @pytest.fixture
 def mocks():
+    # Tests that ran before (asyncio.run in engine clients) may have left no current loop.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="devstack", stack="test", preview=False)
     return mocks
