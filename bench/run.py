@@ -24,7 +24,6 @@ import os
 import platform
 import signal
 import socket
-import statistics
 import sys
 import threading
 import time
@@ -192,11 +191,19 @@ class Runner:
                     break
         finally:
             for prefix in self.prefixes:
-                left = sweep.sweep(prefix, self.shared, self.admin)
-                self.results["leftovers"][prefix] = sum(left.values())
-                if sum(left.values()):
-                    progress(f"swept {left} left behind by {prefix}")
+                self.results["leftovers"][prefix] = self.sweep(prefix)
         return self.results
+
+    def sweep(self, prefix: str) -> int:
+        """Drop what `prefix` left in the engines; how many objects that was (-1: the sweep failed)."""
+        try:
+            left = sweep.sweep(prefix, self.shared, self.admin)
+        except Exception as err:  # an engine restarted or its credential changed: report, do not hide the run
+            progress(f"cannot sweep {prefix}: {err}; run `python -m bench.sweep {prefix}` when the engines are back")
+            return -1
+        if sum(left.values()):
+            progress(f"swept {left} left behind by {prefix}")
+        return sum(left.values())
 
 
 def _expected_resources(workload: wl.Workload) -> int:

@@ -191,3 +191,24 @@ def sweep(prefix: str, shared: dict[str, dict[str, Any]], admin: dict, dry_run: 
         engine = inst["engine"]
         found[engine] = SWEEPERS[engine]((inst["host"], int(inst["port"])), admin[engine], prefix, dry_run)
     return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.sweep PREFIX...`: drop what benchmark runs with these prefixes left behind."""
+    import argparse
+
+    from bench.workload import local_shared
+    from tools.engines.credentials import admin_credentials
+
+    parser = argparse.ArgumentParser(prog="python -m bench.sweep", description=main.__doc__)
+    parser.add_argument("prefixes", nargs="+", help="run prefixes (bn<hex>), as the benchmark's JSON lists them")
+    parser.add_argument("--dry-run", action="store_true", help="only count")
+    args = parser.parse_args(argv)
+    admin = admin_credentials()
+    for prefix in args.prefixes:
+        print(prefix, sweep(prefix, local_shared(), admin, dry_run=args.dry_run))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

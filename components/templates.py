@@ -66,7 +66,7 @@ class EngineTemplate:
 
 
 def _plain(value: Any) -> Any:
-    """Pulumi hands every number back as a float; a port must render as 49000, not 49000.0."""
+    """Pulumi hands every number back as a float; a port must render as 29000, not 29000.0."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 

@@ -24,7 +24,7 @@ from devstack.ledger import SECRET_SIG, open_stack
 from tools.pulumi_env import BIN_DIR, ROOT, pulumi_env
 
 DEVSTACK = Path(sys.executable).parent / "devstack"
-PG_PORT = 45432
+PG_PORT = 25432
 #: Every (engine, kind) the providers serve, with the instance name the local workspace gives the engine.
 KINDS = [
     ("postgres", "pg", "database"), ("postgres", "pg", "role"), ("postgres", "pg", "user"),

@@ -33,7 +33,7 @@ from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, local_workspace, write_project
 
-KAFKA_PORT = 49092
+KAFKA_PORT = 29092
 TIMEOUT = 30
 
 

@@ -20,7 +20,7 @@ from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, local_workspace, write_project
 
-HOST, PORT = "127.0.0.1", 44566
+HOST, PORT = "127.0.0.1", 24566
 ENDPOINT = f"http://{HOST}:{PORT}"
 
 

@@ -26,7 +26,7 @@ from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, local_workspace, stored_state, write_project
 
-HOST, PORT = "127.0.0.1", 49000
+HOST, PORT = "127.0.0.1", 29000
 ENDPOINT = f"http://{HOST}:{PORT}"
 
 
@@ -132,5 +132,5 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
     assert [r["ID"] for r in rules] == [f"devstack:{a}:expire-tmp"]
 
     # The composed export, last so the lifecycle above is shown even while it fails: numbers come
-    # back from the provider protocol as floats, and the template must not render port 49000.0.
+    # back from the provider protocol as floats, and the template must not render port 29000.0.
     assert (key_a["endpoint"], uploads["endpoint"]) == (ENDPOINT, ENDPOINT)

@@ -20,7 +20,7 @@ from pulumi import automation as auto
 from providers.nats import run_private
 from tests.e2e.conftest import changes, local_workspace, write_project
 
-NATS_PORT = 44222
+NATS_PORT = 24222
 
 
 

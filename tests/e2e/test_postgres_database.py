@@ -17,7 +17,7 @@ from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, local_workspace, stored_state, write_project
 
-PG_PORT = 45432
+PG_PORT = 25432
 
 
 

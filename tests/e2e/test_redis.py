@@ -19,7 +19,7 @@ from pulumi import automation as auto
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY
 from tests.e2e.conftest import changes, local_workspace, write_project
 
-REDIS = {"host": "127.0.0.1", "port": 46379}
+REDIS = {"host": "127.0.0.1", "port": 26379}
 
 
 

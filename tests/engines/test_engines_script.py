@@ -36,9 +36,9 @@ pytestmark = pytest.mark.lifecycle
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
-PORTS = {"postgres": 45432, "redis": 46379, "localstack": 44566, "nats": 44222}
+PORTS = {"postgres": 25432, "redis": 26379, "localstack": 24566, "nats": 24222}
 ENGINES = list(PORTS)  # registry order
-NATS_MONITOR_PORT = 48222
+NATS_MONITOR_PORT = 28222
 CREDS = {
     "postgres": ("devstack_admin", "pg-test-Pa55-word"),
     "redis": ("devstack_admin", "redis-test-Pa55-word"),
@@ -118,7 +118,7 @@ def engines_dir():
     """A scratch engines dir with all four engines started once; stopped and removed at the end."""
     busy = [port for port in [*PORTS.values(), NATS_MONITOR_PORT] if _port_open(port)]
     if busy:
-        pytest.skip(f"ports {busy} on {HOST} are in use (engines already running?); these tests start "
+        pytest.fail(f"ports {busy} on {HOST} are in use (engines already running?); these tests start "
                     "and stop their own: run `python -m tools.engines stop` first")
     path = REPO / ".devstack" / "test-engines" / uuid.uuid4().hex[:8]
     path.mkdir(parents=True)
@@ -258,7 +258,7 @@ def test_changed_password_on_running_redis_fails_with_restart_hint(engines_dir):
     new = {**CREDS, "redis": (CREDS["redis"][0], "redis-new-Pa55")}
     refused = run_cli(engines_dir, "start", "redis", creds=new)
     assert refused.returncode == 1
-    assert "redis on 127.0.0.1:46379" in refused.stderr and "stop redis" in refused.stderr
+    assert "redis on 127.0.0.1:26379" in refused.stderr and "stop redis" in refused.stderr
     assert str(engines_dir / "redis" / "redis.log") in refused.stderr
 
 
@@ -314,7 +314,7 @@ def test_start_timeout_names_engine_address_and_log_and_leaves_nothing(engines_d
     probe = (
         "from tools.engines.localstack import LocalStack\n"
         "class Never(LocalStack):\n"
-        "    name, port, start_timeout = 'never-healthy', 44599, 2\n"
+        "    name, port, start_timeout = 'never-healthy', 24599, 2\n"
         "    def healthy(self): return False\n"
         "engine = Never()\n"
         "try:\n"
@@ -326,9 +326,58 @@ def test_start_timeout_names_engine_address_and_log_and_leaves_nothing(engines_d
     env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
     log = engines_dir / "never-healthy" / "never-healthy.log"
-    assert f"cannot start never-healthy on {HOST}:44599: not healthy after 2s (log: {log})" in out, out
+    assert f"cannot start never-healthy on {HOST}:24599: not healthy after 2s (log: {log})" in out, out
     assert "running None pid-file False" in out
-    assert not [line for line in Path("/proc").glob("*/cmdline") if b"-p 44599" in _read(line)]
+    assert not [line for line in Path("/proc").glob("*/cmdline") if b"-p 24599" in _read(line)]
+
+
+def test_start_refuses_when_a_connection_holds_an_extra_port(engines_dir):
+    """An outgoing connection bound to a port the server needs (the ephemeral range can hand
+    one out) is caught before launch; nothing listens there, so only a bind probe sees it."""
+    with socket.socket() as listener, socket.socket() as client:
+        listener.bind((HOST, 0))
+        listener.listen()
+        client.bind((HOST, 0))
+        client.connect(listener.getsockname())
+        held = client.getsockname()[1]
+        probe = (
+            "import sys\n"
+            "from tools.engines.base import Engine\n"
+            "class Console(Engine):\n"
+            f"    name, port, extra_ports = 'console', 24597, ({held},)\n"
+            "    def command(self): return [sys.executable, '-c', 'import time; time.sleep(60)', 'console-server']\n"
+            "    def signature(self): return ['console-server']\n"
+            "engine = Console()\n"
+            "try:\n"
+            "    engine.start(None)\n"
+            "except Exception as exc:\n"
+            "    print(exc)\n"
+            "print('running', engine.running_pid())\n"
+        )
+        env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
+        out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    assert f"cannot start console on {HOST}:24597: port {held} is in use by a process we did not start" in out, out
+    assert "running None" in out
+
+
+def test_a_server_that_exits_at_start_is_reported_with_its_log(engines_dir):
+    probe = (
+        "import sys\n"
+        "from tools.engines.base import Engine\n"
+        "QUIT = 'print(\"FATAL cannot open the data dir\", flush=True); raise SystemExit(3)'\n"
+        "class Quits(Engine):\n"
+        "    name, port = 'quits', 24596\n"
+        "    def command(self): return [sys.executable, '-c', QUIT, 'quits-server']\n"
+        "    def signature(self): return ['quits-server']\n"
+        "try:\n"
+        "    Quits().start(None)\n"
+        "except Exception as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    assert "cannot start quits on" in out and "exited (code 3)" in out, out
+    assert "its log ends: FATAL cannot open the data dir" in out, out
 
 
 def test_stop_kills_the_session_of_a_server_that_ignores_its_stop_signal(engines_dir):
@@ -338,7 +387,7 @@ def test_stop_kills_the_session_of_a_server_that_ignores_its_stop_signal(engines
         "SERVER = ('import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '\n"
         "          'os.fork(); time.sleep(300)')\n"  # a worker in the same session, also deaf to SIGTERM
         "class Deaf(Engine):\n"
-        "    name, port, stop_timeout = 'deaf', 44598, 1\n"
+        "    name, port, stop_timeout = 'deaf', 24598, 1\n"
         "    def command(self): return [sys.executable, '-c', SERVER, 'deaf-server']\n"
         "    def signature(self): return ['deaf-server']\n"
         "    def healthy(self): return True\n"

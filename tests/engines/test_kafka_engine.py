@@ -1,6 +1,6 @@
 """The local Kafka engine: start/stop/status, admin health, and that ACLs are enforced.
 
-Runs the real broker (tools/engines/kafka.py) on 127.0.0.1:49092. When the
+Runs the real broker (tools/engines/kafka.py) on 127.0.0.1:29092. When the
 project's engines are already running (scripts/test starts them before
 pytest), that broker is tested with its admin credential from the stack
 config and left running; otherwise a scratch broker is started in a
@@ -154,7 +154,7 @@ def test_start_is_idempotent_and_status_healthy(engine):
     assert "already running" in again and str(pid) in again
     status = engine.status()
     assert status.running and status.healthy and status.pid == pid
-    assert status.address == "127.0.0.1:49092"
+    assert status.address == "127.0.0.1:29092"
     assert kafka.api_versions_ok()
 
 
@@ -205,7 +205,7 @@ def test_wrong_admin_password_is_rejected(engine):
     with pytest.raises(base.EngineError) as info:
         engine.ensure_credential(wrong)
     message = str(info.value)
-    assert "kafka" in message and "127.0.0.1:49092" in message and str(engine.log_file) in message
+    assert "kafka" in message and "127.0.0.1:29092" in message and str(engine.log_file) in message
     assert "rejects the admin credential" in message
 
 

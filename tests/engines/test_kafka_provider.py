@@ -31,7 +31,7 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupport
 from providers.kafka import MARKER_TOPIC, Acl, Topic, kafka_name, read_markers, write_marker
 from tests.engines.conftest import props
 
-BOOTSTRAP = "127.0.0.1:49092"
+BOOTSTRAP = "127.0.0.1:29092"
 TIMEOUT = 30
 
 
@@ -185,7 +185,7 @@ def test_topic_create_then_create_again_adopts_without_change(topic, owner, kadm
     second = topic.create(inputs)
     assert first.id == second.id == f"kafka/kafka/topic/orders@{owner}"
     assert {k: second.outs[k] for k in Topic.attributes} == {
-        "host": "127.0.0.1", "port": 49092, "topic": f"{owner}.orders", "partitions": 2}
+        "host": "127.0.0.1", "port": 29092, "topic": f"{owner}.orders", "partitions": 2}
     assert len(describe(kadmin, f"{owner}.orders").partitions) == 2
     assert topic_configs(kadmin, f"{owner}.orders") == {"retention.ms": "3600000"}
     marker = marker_of(topic, kadmin, f"topic:{owner}.orders")
@@ -353,7 +353,7 @@ def test_acl_create_then_create_again_adopts_and_the_principal_works(acl, topic,
     assert first.id == second.id == f"kafka/kafka/acl/{owner}@{owner}"
     assert first.outs["password"] == outs["password"]
     assert {k: outs[k] for k in ("host", "port", "user", "principal", "prefix")} == {
-        "host": "127.0.0.1", "port": 49092, "user": owner, "principal": f"User:{owner}", "prefix": f"{owner}."}
+        "host": "127.0.0.1", "port": 29092, "user": owner, "principal": f"User:{owner}", "prefix": f"{owner}."}
     assert Acl.secret_outputs == ("password",)
     granted = kadmin.describe_acls(everything(f"User:{owner}")).result(timeout=TIMEOUT)
     assert {(b.restype, b.name, b.resource_pattern_type) for b in granted} == {

@@ -25,7 +25,7 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec
 from providers.localstack import LocalstackBucket, Queue, Stream, Table, Topic
 from tests.engines.conftest import props
 
-AWS_ENDPOINT = "http://127.0.0.1:44566"
+AWS_ENDPOINT = "http://127.0.0.1:24566"
 REGION = "us-east-1"
 
 

@@ -1,6 +1,6 @@
 """The minio kinds (bucket, lifecycle, access_key) against the real MinIO server.
 
-MinIO must run at 127.0.0.1:49000 (`python -m tools.engines start minio`);
+MinIO must run at 127.0.0.1:29000 (`python -m tools.engines start minio`);
 when it does not, every test here FAILS saying so, never skips. Buckets run
 the same `KindContract` as LocalStack's; lifecycle rules and access keys
 are tested here, tenant isolation on MinIO itself: project A's key can
@@ -23,7 +23,7 @@ from providers.minio import AccessKey, MinioBucket, MinioLifecycle
 from tests.engines.conftest import props
 from tests.engines.test_localstack_provider import BucketOutOfBand, Case, KindContract, aws, require_server
 
-MINIO = "127.0.0.1:49000"
+MINIO = "127.0.0.1:29000"
 ENDPOINT = f"http://{MINIO}"
 
 

@@ -16,7 +16,7 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound,
 from providers.nats import Consumer, Kv, Stream, run_private, subject_within
 from tests.engines.conftest import props
 
-NATS_URL = "nats://127.0.0.1:44222"
+NATS_URL = "nats://127.0.0.1:24222"
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_stream_create_then_create_again_adopts_without_change(stream, owner, js
     second = stream.create(inputs)  # run twice: adopted, nothing sent to the server
     assert first.id == second.id == f"nats/events/stream/{owner}@{owner}"
     assert {k: second.outs[k] for k in Stream.attributes} == {
-        "host": "127.0.0.1", "port": 44222, "stream": owner, "subjects": f"{owner}.>"}
+        "host": "127.0.0.1", "port": 24222, "stream": owner, "subjects": f"{owner}.>"}
     after = stream_config(js, owner)
     assert after == before
     assert after.metadata["devstack.owner"] == owner
@@ -280,7 +280,7 @@ def test_consumer_create_then_create_again_adopts_without_change(consumer, owner
     second = consumer.create(inputs)
     assert first.id == second.id == f"nats/events/consumer/worker@{owner}"
     assert {k: second.outs[k] for k in Consumer.attributes} == {
-        "host": "127.0.0.1", "port": 44222, "stream": owner, "consumer": f"{owner}_worker"}
+        "host": "127.0.0.1", "port": 24222, "stream": owner, "consumer": f"{owner}_worker"}
     after = consumer_config(js, owner, f"{owner}_worker")
     assert after == before
     assert after.durable_name == f"{owner}_worker" and after.filter_subject == f"{owner}.orders"
@@ -416,7 +416,7 @@ def test_kv_create_then_create_again_adopts_and_works_as_a_bucket(kv, owner, js)
     before = stream_config(js, f"KV_{owner}")
     second = kv.create(inputs)
     assert first.id == second.id == f"nats/events/kv/{owner}@{owner}"
-    assert {k: second.outs[k] for k in Kv.attributes} == {"host": "127.0.0.1", "port": 44222, "bucket": owner}
+    assert {k: second.outs[k] for k in Kv.attributes} == {"host": "127.0.0.1", "port": 24222, "bucket": owner}
     assert stream_config(js, f"KV_{owner}") == before
     assert (before.max_msgs_per_subject, before.max_age) == (3, 3600)
     assert before.metadata["devstack.owner"] == owner

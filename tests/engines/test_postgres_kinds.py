@@ -20,7 +20,7 @@ from providers.errors import Conflict, InvalidSpec, Unsupported
 from providers.postgres import Database, Role, User
 from tests.engines.conftest import props
 
-PG = {"host": "127.0.0.1", "port": 45432}
+PG = {"host": "127.0.0.1", "port": 25432}
 
 
 @pytest.fixture

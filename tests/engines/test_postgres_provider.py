@@ -10,7 +10,7 @@ from providers.errors import Conflict, EngineUnavailable
 from providers.postgres import Database
 from tests.engines.conftest import props
 
-PG = {"host": "127.0.0.1", "port": 45432}
+PG = {"host": "127.0.0.1", "port": 25432}
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from providers.postgres import Database
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY, AclUser, RedisIndex
 from tests.engines.conftest import ROOT, props
 
-REDIS = {"host": "127.0.0.1", "port": 46379}
+REDIS = {"host": "127.0.0.1", "port": 26379}
 ACL_FILE = ROOT / ".devstack" / "engines" / "redis" / "users.acl"
 
 
@@ -420,7 +420,7 @@ def test_two_stacks_allocate_in_parallel_without_duplicates(configure, owner, ad
                 stacks[0][0].delete("id", {**props("redis", "cache", "redis_index", name, name), "purge": True})
                 stacks[0][1].delete("id", {**props("postgres", "pg", "database", name, name), "purge": True})
     finally:
-        with psycopg.connect(host="127.0.0.1", port=45432, user=admin["postgres"].user,
+        with psycopg.connect(host="127.0.0.1", port=25432, user=admin["postgres"].user,
                              password=admin["postgres"].password, dbname="postgres", autocommit=True) as conn:
             for (name,) in conn.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (owner,)).fetchall():
                 conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))

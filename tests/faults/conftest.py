@@ -60,11 +60,11 @@ def every_engine(purge: bool = True) -> list[dict]:
     return [{"uses": instance, "kind": kind, "purge": purge} for instance, (_e, kind) in MIX.items()]
 
 
-def configure(stack: auto.Stack, files: list[str], shared: dict, admin: dict, name: str = "faults") -> None:  # noqa: F811
+def configure(stack: auto.Stack, files: list[str], shared: dict, credentials: dict, name: str = "faults") -> None:
     """Set the workspace (these projects on these instances) and the admin secrets on `stack`."""
     values = {"devstack:workspace": auto.ConfigValue(json.dumps({"name": name, "shared": shared, "projects": files}))}
     for instance in shared.values():
-        values[f"devstack:{instance['adminSecret']}"] = auto.ConfigValue(admin[instance["engine"]].password,
+        values[f"devstack:{instance['adminSecret']}"] = auto.ConfigValue(credentials[instance["engine"]].password,
                                                                          secret=True)
     stack.set_all_config(values)
 

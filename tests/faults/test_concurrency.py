@@ -24,6 +24,9 @@ from tests.faults.conftest import (
 )
 from tools.pulumi_env import ROOT, pulumi_env
 
+# Bounded: a hung pulumi run fails this test instead of holding up the suite.
+pytestmark = pytest.mark.timeout(300)
+
 ROUNDS = 5
 #: What a round adds or removes beside the standing project: every engine plus a Redis index,
 #: whose number is allocated by a script on the server and must never be handed out twice.

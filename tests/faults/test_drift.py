@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.sweep import sweep
 from tests.faults.behind import Engines
 from tests.faults.conftest import MIX, changes, configure, every_engine, new_stack, write_project
+
+# Bounded: a hung pulumi run fails this test instead of holding up the suite.
+pytestmark = pytest.mark.timeout(240)
 
 ENGINES = [engine for engine, _kind in MIX.values()]
 

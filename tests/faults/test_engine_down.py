@@ -14,6 +14,9 @@ from bench.sweep import sweep
 from tests.faults.conftest import changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
 from tests.faults.proxy import Proxy
 
+# Bounded: a hung pulumi run fails this test instead of holding up the suite.
+pytestmark = pytest.mark.timeout(240)
+
 
 def assert_names_every_engine(text: str, shared: dict, proxies: dict[str, Proxy]) -> None:
     """Each engine's error names the engine, its instance and address, and the command that starts it."""

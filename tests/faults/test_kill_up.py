@@ -28,6 +28,9 @@ from bench.sweep import sweep
 from tests.faults.conftest import MIX, changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
 from tools.pulumi_env import BIN_DIR
 
+# Bounded: a hung pulumi run fails this test instead of holding up the suite.
+pytestmark = pytest.mark.timeout(240)
+
 PROJECTS = 4  # 24 tenant resources: enough for a run to be killed in its middle
 #: Objects the sweep counts per resource: a database is also its role, an ACL user also its marker.
 OBJECTS = {"postgres": 2, "redis": 2}

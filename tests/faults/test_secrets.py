@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 import yaml
@@ -21,6 +21,9 @@ from pulumi import automation as auto
 
 from tests.faults.conftest import configure, new_stack
 from tools.pulumi_env import ROOT
+
+# Bounded: a hung pulumi run fails this test instead of holding up the suite.
+pytestmark = pytest.mark.timeout(240)
 
 #: Checkout paths that are not scanned: git objects are compressed, the rest is third-party code.
 SKIPPED = {ROOT / ".git", ROOT / ".venv", ROOT / ".devstack" / "bin"}

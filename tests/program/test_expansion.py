@@ -18,12 +18,12 @@ from components.validation import validate
 from providers import registry
 
 SHARED = {
-    "pg": {"engine": "postgres", "port": 45432},
-    "cache": {"engine": "redis", "port": 46379},
-    "objects": {"engine": "minio", "port": 49000},
-    "aws": {"engine": "localstack", "port": 44566},
-    "events": {"engine": "nats", "port": 44222},
-    "kafka": {"engine": "kafka", "port": 49092},
+    "pg": {"engine": "postgres", "port": 25432},
+    "cache": {"engine": "redis", "port": 26379},
+    "objects": {"engine": "minio", "port": 29000},
+    "aws": {"engine": "localstack", "port": 24566},
+    "events": {"engine": "nats", "port": 24222},
+    "kafka": {"engine": "kafka", "port": 29092},
 }
 PROJECTS = {
     "shop": {
@@ -166,7 +166,7 @@ def test_outputs_attributes_exports_env_and_secrets(mocks, validated):
     shop = workspace.outputs["shop"]
     database = shop["resources"]["pg/database/shop"]
     env = shop["services"]["api"]["env"]
-    assert env["KAFKA"] == "127.0.0.1:49092"  # ${ref} resolved from the workspace, plain
+    assert env["KAFKA"] == "127.0.0.1:29092"  # ${ref} resolved from the workspace, plain
     checks = [
         database["host"].apply(lambda v: v == "host-of-shop/pg/database/shop"),
         database["dsn"].apply(lambda v: v == "postgresql://user-of-shop/pg/database/shop:password-of-shop/pg/database/shop"

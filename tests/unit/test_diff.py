@@ -11,7 +11,7 @@ BASE = {
     "params": {"encoding": "UTF8", "locale": "C.UTF-8", "connection_limit": -1},
     "credentials": "predictable", "purge": False, "stack": "local",
 }
-OUTPUTS = {**BASE, "host": "127.0.0.1", "port": 45432, "user": "shop", "database": "shop", "password": "x"}
+OUTPUTS = {**BASE, "host": "127.0.0.1", "port": 25432, "user": "shop", "database": "shop", "password": "x"}
 
 
 def changed(**overrides):

@@ -16,7 +16,7 @@ from components.validation import WorkspaceInvalid, validate
 
 WORKSPACE = {
     "name": "test",
-    "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": 45432,
+    "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": 25432,
                       "adminUser": "admin", "adminSecret": "pgAdmin"}},
 }
 HEADER = "apiVersion: devstack/v1\nkind: Project\nname: shop\n"
@@ -189,5 +189,5 @@ def test_exports_render_whole_numbers_as_integers():
     from components.templates import engine_template
 
     dsn = engine_template("postgres").kinds["database"].exports["dsn"]
-    rendered = dsn.render({"user": "shop", "password": "p@ss word", "host": "127.0.0.1", "port": 45432.0, "database": "shop"})
-    assert rendered == "postgresql://shop:p%40ss%20word@127.0.0.1:45432/shop"
+    rendered = dsn.render({"user": "shop", "password": "p@ss word", "host": "127.0.0.1", "port": 25432.0, "database": "shop"})
+    assert rendered == "postgresql://shop:p%40ss%20word@127.0.0.1:25432/shop"

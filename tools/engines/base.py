@@ -77,6 +77,7 @@ class Engine:
 
     name: str
     port: int
+    extra_ports: tuple[int, ...] = ()  # other ports the server binds (console, monitor, controller)
     start_timeout = 30.0  # seconds from launch to healthy; prepare() is not counted
     stop_timeout = 20.0  # seconds from stop_signal to SIGKILL
     stop_signal = signal.SIGTERM
@@ -166,8 +167,10 @@ class Engine:
             self._wait_healthy(pid, None)
             note = ", admin credential re-applied" if self.ensure_credential(credential) else ""
             return f"{self.name}: already running on {self.address} (pid {pid}{note})"
-        if port_open(self.port):
-            raise self.error("start", f"port {self.port} is in use by a process we did not start")
+        for port in (self.port, *self.extra_ports):
+            if not port_free(port):
+                raise self.error("start", f"port {port} is in use by a process we did not start "
+                                          f"(see it with: ss -tanp 'sport = :{port}')")
         began = time.monotonic()
         self.prepare(credential)
         proc = self._launch()
@@ -204,6 +207,14 @@ class Engine:
         """The one error shape: what failed, where, and which log to read."""
         return EngineError(f"cannot {verb} {self.name} on {self.address}: {cause} (log: {self.log_file})")
 
+    def log_tail(self, lines: int = 3) -> str:
+        """The last lines of the server log, for errors that would otherwise only point at it."""
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:]) or "(empty)"
+
     def require(self, credential: Credential | None) -> Credential:
         if credential is None:
             raise self.error("start", "no admin credential for it in the stack config")
@@ -235,7 +246,8 @@ class Engine:
         while time.monotonic() < deadline:
             if process_start_time(pid) is None:
                 code = proc.poll() if proc else None
-                raise self.error("start", f"the server exited (code {code}) before it was healthy")
+                raise self.error("start", f"the server exited (code {code}) before it was healthy; "
+                                          f"its log ends: {self.log_tail()}")
             if self.healthy():
                 return
             time.sleep(0.2)
@@ -306,6 +318,20 @@ def port_open(port: int, host: str = HOST) -> bool:
             return True
     except OSError:
         return False
+
+
+def port_free(port: int, host: str = HOST) -> bool:
+    """True when a server could listen on host:port now: nothing listens there and no
+    connection holds it (binding, not connecting, is what catches the second case)."""
+    if port_open(port, host):
+        return False
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is fine
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 # Loopback health checks must never go through an http_proxy from the environment.

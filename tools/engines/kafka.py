@@ -8,11 +8,11 @@ Data (`data/`), generated config, log and pid file live under
 
 Listeners, all on 127.0.0.1:
 
-- CLIENT   49092  SASL_PLAINTEXT, SCRAM-SHA-512 and SCRAM-SHA-256: the only
+- CLIENT   29092  SASL_PLAINTEXT, SCRAM-SHA-512 and SCRAM-SHA-256: the only
                   listener tenants and providers use.
-- CONTROLLER 49093 SASL_PLAINTEXT, PLAIN: KRaft controller (the broker half
+- CONTROLLER 29093 SASL_PLAINTEXT, PLAIN: KRaft controller (the broker half
                   of this JVM registers and heartbeats here).
-- INTERNAL 49094  SASL_PLAINTEXT, PLAIN: the inter-broker listener, which
+- INTERNAL 29094  SASL_PLAINTEXT, PLAIN: the inter-broker listener, which
                   KRaft requires to be distinct from the controller listener.
 
 Authorization is real: StandardAuthorizer, allow.everyone.if.no.acl.found=
@@ -76,9 +76,9 @@ LIB_DIR = REPO_ROOT / ".devstack" / "kafka" / "lib"
 #: written last by install(): the sha256 of the pom the jars were fetched for
 LIB_MARKER = LIB_DIR / ".installed-from"
 
-CLIENT_PORT = 49092
-CONTROLLER_PORT = 49093
-INTERNAL_PORT = 49094
+CLIENT_PORT = 29092
+CONTROLLER_PORT = 29093
+INTERNAL_PORT = 29094
 BROKER_PRINCIPAL = "devstack-broker"
 SECRET_ENV = "DEVSTACK_KAFKA_INTERNAL_SECRET"
 SCRAM_ITERATIONS = 8192
@@ -283,6 +283,7 @@ def client_config(user: str, password: str, mechanism: str = "SCRAM-SHA-512") ->
 class KafkaEngine(Engine):
     name = "kafka"
     port = CLIENT_PORT
+    extra_ports = (CONTROLLER_PORT, INTERNAL_PORT)
     start_timeout = 90.0  # a cold JVM on 2 busy cores
     stop_timeout = 45.0  # controlled shutdown flushes logs and the metadata log
 

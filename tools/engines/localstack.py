@@ -1,4 +1,4 @@
-"""The "localstack" engine: moto in server mode on 127.0.0.1:44566.
+"""The "localstack" engine: moto in server mode on 127.0.0.1:24566.
 
 localstack-core cannot run here (it needs Python 3.13 and downloads Java and
 jars for DynamoDB at first use), so the AWS-API engine is moto's server,
@@ -21,7 +21,7 @@ class LocalStack(Engine):
     """moto_server, run as `<this python> -m moto.server` so no shim sits in between."""
 
     name = "localstack"
-    port = 44566
+    port = 24566
 
     @property
     def data_dir(self) -> Path:

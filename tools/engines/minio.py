@@ -1,4 +1,4 @@
-"""MinIO engine: one MinIO server (single drive) on 127.0.0.1:49000.
+"""MinIO engine: one MinIO server (single drive) on 127.0.0.1:29000.
 
 No registry package ships the MinIO server; the Go module proxy serves the
 module `github.com/minio/minio`, so tools/minio/ (our go.mod pinning it with
@@ -28,7 +28,7 @@ BUILD_SCRIPT = REPO_ROOT / "tools" / "minio" / "build.sh"
 GO_MOD = REPO_ROOT / "tools" / "minio" / "go.mod"
 #: written by build.sh: the module version the binary was built from
 STAMP = BINARY.with_name("minio.version")
-CONSOLE_PORT = 49001
+CONSOLE_PORT = 29001
 
 
 def pinned_version() -> str:
@@ -66,7 +66,8 @@ def install(force: bool = False) -> str:
 
 class MinioEngine(Engine):
     name = "minio"
-    port = 49000
+    port = 29000
+    extra_ports = (CONSOLE_PORT,)
     start_timeout = 60.0
 
     def __init__(self) -> None:

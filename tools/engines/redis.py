@@ -1,4 +1,4 @@
-"""The redis engine: our own redis-server (Debian package) on 127.0.0.1:46379.
+"""The redis engine: our own redis-server (Debian package) on 127.0.0.1:26379.
 
 Not the Debian service: a separate process with its config, ACL file, data,
 log and pid file under the engine dir. Auth is ACL-only: the `default` user
@@ -22,7 +22,7 @@ BINARY = "redis-server"
 
 class Redis(Engine):
     name = "redis"
-    port = 46379
+    port = 26379
 
     @property
     def config_file(self) -> Path:
