@@ -10,7 +10,9 @@ import os
 import threading
 from pathlib import Path
 
-MARKER = b"pulumi.dynamic"
+#: The plugin runs `python -m tools.provider_server` (Pulumi's server, more workers); plain
+#: `-m pulumi.dynamic` is what a stock shim runs.
+MARKERS = (b"tools.provider_server", b"pulumi.dynamic")
 
 
 def _children() -> dict[int, list[int]]:
@@ -38,11 +40,12 @@ def descendants(root: int) -> list[int]:
 
 
 def provider_rss(root: int) -> dict[int, int]:
-    """pid -> peak resident bytes so far (VmHWM) of every `python -m pulumi.dynamic` below `root`."""
+    """pid -> peak resident bytes so far (VmHWM) of every dynamic-provider process below `root`."""
     sizes = {}
     for pid in descendants(root):
         try:
-            if MARKER not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if not any(marker in cmdline for marker in MARKERS):
                 continue
             sizes[pid] = _high_water_mark(pid)
         except (OSError, StopIteration, ValueError):

@@ -49,7 +49,7 @@ class Project(pulumi.ComponentResource):
             resources[decl.key(project.name)] = self._resource_outputs(decl, resource)
         services = {name: {"env": self._service_env(service, created)} for name, service in project.services.items()}
         self.outputs = {"resources": resources, "services": services}
-        self.register_outputs(self.outputs)
+        self.register_outputs({})
 
     def _kind_class(self, decl: ResourceDecl) -> type[KindProvider]:
         return registry.provider_class(self._ws.shared[decl.uses].engine, decl.kind)

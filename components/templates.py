@@ -36,7 +36,13 @@ class Export:
     uses: frozenset[str]
 
     def render(self, attributes: dict[str, Any]) -> str:
-        return _JINJA.from_string(self.source).render(**{k: _plain(v) for k, v in attributes.items()})
+        return _compiled(self.source).render(**{k: _plain(v) for k, v in attributes.items()})
+
+
+@cache
+def _compiled(source: str) -> jinja2.Template:
+    # Compiling is most of a render's cost, and each export renders once per resource.
+    return _JINJA.from_string(source)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ from providers.instances import SharedInstance, instances_from_config, parse_obj
 from tools.pulumi_env import BIN_DIR, ROOT
 
 SETUP = "scripts/setup"
+#: The plugin scripts/setup installs; an installed copy that differs is stale.
+PLUGIN_SHIM = ROOT / "tools" / "pulumi-cli" / "pulumi-resource-pulumi-python"
 #: Seconds a probe may wait for an instance to accept a connection or answer.
 TIMEOUT = 3.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -107,13 +109,13 @@ def _plugin(bin_dir: Path) -> Part:
     path = bin_dir / "pulumi-resource-pulumi-python"
     if not os.access(path, os.X_OK):
         return Part("dynamic-provider plugin", False, None, str(path), f"{path} is missing", SETUP)
-    text = path.read_text(errors="replace")
-    if "pulumi.dynamic" not in text:
-        return Part("dynamic-provider plugin", False, str(path), str(path), f"{path} is not devstack's shim", SETUP)
+    if path.read_bytes() != PLUGIN_SHIM.read_bytes():
+        return Part("dynamic-provider plugin", False, str(path), str(PLUGIN_SHIM),
+                    f"{path} differs from {PLUGIN_SHIM.relative_to(ROOT)}", SETUP)
     try:
-        importlib.import_module("pulumi.dynamic")
+        importlib.import_module("tools.provider_server")
     except ImportError as err:
-        return Part("dynamic-provider plugin", False, str(path), str(path), f"pulumi.dynamic: {err}", SETUP)
+        return Part("dynamic-provider plugin", False, str(path), str(path), f"tools.provider_server: {err}", SETUP)
     return Part("dynamic-provider plugin", True, str(path), str(path))
 
 

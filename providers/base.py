@@ -10,8 +10,11 @@ the stack config and never through inputs.
 
 from __future__ import annotations
 
+import importlib
 import json
+import threading
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, ClassVar, Mapping
 
 from pulumi.dynamic import (
@@ -232,6 +235,20 @@ class KindProvider(ResourceProvider):
             f"{ident.name!r} already exists in {self.engine} instance {ident.instance!r} and belongs to {holder}",
             "choose another `name` for this resource; nothing was changed",
         )
+
+
+_IMPORTS = threading.Lock()
+
+
+def lazy_import(module: str) -> ModuleType:
+    """Import a client library on first use, for libraries the program, check and diff never need.
+
+    One thread at a time: the provider serves calls on many threads, and a
+    package imported by two of them at once can show one a half-initialized
+    module ("cannot import name ... partially initialized module").
+    """
+    with _IMPORTS:
+        return importlib.import_module(module)
 
 
 def ownership_marker(ident: Identity, stack: str) -> str:

@@ -15,13 +15,18 @@ admin can read it (the broker's authorizer grants tenants nothing there).
 It is written before a resource is created, so a crash in between leaves a
 harmless marker for a resource that does not exist, never an unmarked one.
 
-Clients are built per call (AdminClient, Producer, Consumer) from the
-configured instance; the pickled provider holds none.
+Clients live per process, not per call: every new client pays a SASL/SCRAM
+handshake and metadata round trips, and reading the registry from its start
+on every call made each call cost more than the one before. So the provider
+process keeps, per broker and credential, one AdminClient, one Producer and
+one registry view that reads only records it has not seen. The pickled
+provider holds none of them.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from typing import Any, Callable, ClassVar, Literal, Mapping
 
@@ -130,7 +135,12 @@ def unavailable(instance: SharedInstance, cause: str, rejected: bool = False) ->
 
 
 def admin_client(instance: SharedInstance) -> AdminClient:
-    """An admin client that has answered once; EngineUnavailable when the broker does not.
+    """This process's admin client for the instance; EngineUnavailable when the broker does not answer."""
+    return clients(instance).admin
+
+
+def connect_admin(instance: SharedInstance) -> AdminClient:
+    """A new admin client that has answered once; EngineUnavailable when the broker does not.
 
     Gives up early when librdkafka reports that no broker is reachable or that
     the credential was rejected, instead of retrying until the timeout.
@@ -149,6 +159,119 @@ def admin_client(instance: SharedInstance) -> AdminClient:
                 last = (fatal or problems or [err.args[0]])[-1]
                 rejected = last.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
                 raise unavailable(instance, last.str(), rejected) from err
+
+
+class MarkerView:
+    """The registry as of the broker's latest offset, read incrementally by one consumer.
+
+    Each call asks the broker for the partition's high watermark and reads only
+    the records between what it has seen and that mark, so it sees every marker
+    written before the call (by any process) and costs one round trip when
+    nothing changed. A consumer is not thread-safe: calls are serialized.
+    """
+
+    def __init__(self, instance: SharedInstance) -> None:
+        self._instance = instance
+        self._lock = threading.Lock()
+        self._consumer: Consumer | None = None
+        self._markers: dict[str, str] = {}
+        self._next = 0  # offset of the first record not yet applied
+
+    def current(self, admin: AdminClient) -> dict[str, str]:
+        with self._lock:
+            topic = admin.list_topics(topic=MARKER_TOPIC, timeout=REQUEST_TIMEOUT).topics.get(MARKER_TOPIC)
+            if topic is None or topic.error is not None:
+                self._reset()
+                return {}
+            consumer = self._consumer or self._open()
+            partition = TopicPartition(MARKER_TOPIC, 0)
+            try:
+                _low, high = consumer.get_watermark_offsets(partition, timeout=REQUEST_TIMEOUT, cached=False)
+            except KafkaException as err:
+                raise unavailable(self._instance, err.args[0].str()) from err
+            if high < self._next:  # the registry was re-created: start over
+                self._reset()
+                consumer = self._open()
+            if self._next < high:
+                self._read_until(consumer, high)
+            return dict(self._markers)
+
+    def _open(self) -> Consumer:
+        consumer = Consumer({
+            **client_settings(self._instance), "group.id": "devstack-provider", "enable.auto.commit": False,
+            "enable.partition.eof": True, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
+        })
+        # assign() reads without joining the group: nothing is committed, nobody rebalances.
+        # An explicit offset, not OFFSET_BEGINNING: the latter costs a ~0.5s offset lookup;
+        # compaction keeps the log start at 0, and "earliest" covers it if it ever moves.
+        consumer.assign([TopicPartition(MARKER_TOPIC, 0, self._next)])
+        self._consumer = consumer
+        return consumer
+
+    def _reset(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+        self._consumer, self._markers, self._next = None, {}, 0
+
+    def _read_until(self, consumer: Consumer, high: int) -> None:
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        while self._next < high:
+            if time.monotonic() > deadline:
+                raise unavailable(self._instance, f"reading {MARKER_TOPIC} did not finish within {REQUEST_TIMEOUT:.0f}s")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise unavailable(self._instance, msg.error().str())
+                # An end-of-partition event may be left over from an earlier call: only one at
+                # or past `high` ends this one (compaction can leave the last offsets empty).
+                if msg.offset() >= high:
+                    self._next = high
+                continue
+            key = (msg.key() or b"").decode()
+            if msg.value() is None:
+                self._markers.pop(key, None)
+            else:
+                self._markers[key] = msg.value().decode()
+            self._next = msg.offset() + 1
+
+
+class Clients:
+    """One broker's clients for this process, built on first use and shared by its threads."""
+
+    def __init__(self, instance: SharedInstance) -> None:
+        self._instance = instance
+        self._lock = threading.Lock()
+        self._admin: AdminClient | None = None
+        self._producer: Producer | None = None
+        self.markers = MarkerView(instance)
+
+    @property
+    def admin(self) -> AdminClient:
+        with self._lock:
+            if self._admin is None:
+                self._admin = connect_admin(self._instance)
+            return self._admin
+
+    @property
+    def producer(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer({**client_settings(self._instance), "acks": "all",
+                                           "message.timeout.ms": int(REQUEST_TIMEOUT * 1000)})
+            return self._producer
+
+
+_CLIENTS: dict[tuple[str, str, str], Clients] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def clients(instance: SharedInstance) -> Clients:
+    """The process-wide clients of one broker address and admin credential."""
+    key = (instance.address, instance.admin_user, instance.password())
+    with _CLIENTS_LOCK:
+        return _CLIENTS.setdefault(key, Clients(instance))
 
 
 def error_code(err: KafkaException) -> int | None:
@@ -191,50 +314,26 @@ def ensure_registry(admin: AdminClient) -> None:
 
 def read_markers(instance: SharedInstance, admin: AdminClient) -> dict[str, str]:
     """Every live marker in the registry: key -> marker text (latest record per key wins)."""
-    topic = admin.list_topics(topic=MARKER_TOPIC, timeout=REQUEST_TIMEOUT).topics.get(MARKER_TOPIC)
-    if topic is None or topic.error is not None:
-        return {}
-    consumer = Consumer({
-        **client_settings(instance), "group.id": "devstack-provider", "enable.auto.commit": False,
-        "enable.partition.eof": True, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
-    })
-    try:
-        # assign() reads without joining the group: nothing is committed, nobody rebalances.
-        # Offset 0, not OFFSET_BEGINNING: the latter costs a ~0.5s offset lookup per read;
-        # compaction keeps the log start at 0, and "earliest" covers it if it ever moves.
-        consumer.assign([TopicPartition(MARKER_TOPIC, 0, 0)])
-        return _consume_to_end(instance, consumer)
-    finally:
-        consumer.close()
-
-
-def _consume_to_end(instance: SharedInstance, consumer: Consumer) -> dict[str, str]:
-    markers: dict[str, str] = {}
-    deadline = time.monotonic() + REQUEST_TIMEOUT
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                return markers
-            raise unavailable(instance, msg.error().str())
-        key = (msg.key() or b"").decode()
-        if msg.value() is None:
-            markers.pop(key, None)
-        else:
-            markers[key] = msg.value().decode()
-    raise unavailable(instance, f"reading {MARKER_TOPIC} did not finish within {REQUEST_TIMEOUT:.0f}s")
+    return clients(instance).markers.current(admin)
 
 
 def write_marker(instance: SharedInstance, key: str, marker: str | None) -> None:
     """Record (or, with None, tombstone) one marker; returns once the broker has it."""
     failed: list[KafkaError] = []
-    producer = Producer({**client_settings(instance), "acks": "all",
-                         "message.timeout.ms": int(REQUEST_TIMEOUT * 1000)})
-    producer.produce(MARKER_TOPIC, key=key.encode(), value=marker.encode() if marker else None,
-                     on_delivery=lambda err, _msg: failed.append(err) if err else None)
-    if producer.flush(REQUEST_TIMEOUT) or failed:
+    delivered = threading.Event()
+
+    def report(err: KafkaError | None, _msg: Any) -> None:
+        if err:
+            failed.append(err)
+        delivered.set()
+
+    producer = clients(instance).producer
+    producer.produce(MARKER_TOPIC, key=key.encode(), value=marker.encode() if marker else None, on_delivery=report)
+    # flush() serves delivery reports for every thread's records; wait for this one's.
+    deadline = time.monotonic() + REQUEST_TIMEOUT
+    while not delivered.is_set() and time.monotonic() < deadline:
+        producer.flush(0.5)
+    if failed or not delivered.is_set():
         cause = failed[0].str() if failed else "delivery did not finish"
         raise unavailable(instance, f"cannot record ownership in {MARKER_TOPIC}: {cause}")
 

@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 from botocore.exceptions import ClientError
-from minio.credentials import StaticProvider
-from minio.error import MinioAdminException
-from minio.minioadmin import MinioAdmin
 from pydantic import BaseModel, ConfigDict, Field
 from pulumi.dynamic import ReadResult
 
 from providers import s3
-from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, Observed, lazy_import, marker_owner, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, InvalidSpec
 from providers.identity import Identity
 from providers.instances import SharedInstance
+
+if TYPE_CHECKING:
+    from minio.minioadmin import MinioAdmin
 
 ENGINE = "minio"
 POLICY_PREFIX = "devstack-"
@@ -76,20 +77,38 @@ class MinioLifecycle(s3.Lifecycle):
 # --- admin API ---------------------------------------------------------------
 
 
-@lru_cache(maxsize=16)
+# The `minio` package takes over a tenth of a second to import and only engine
+# calls need it, so it is imported on first use.
+
+
+_admin_lock = threading.Lock()
+
+
 def _admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
+    with _admin_lock:  # one client per key, however many threads ask first
+        return _new_admin(address, region, user, secret)
+
+
+@lru_cache(maxsize=16)
+def _new_admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
+    credentials = lazy_import("minio.credentials").StaticProvider(user, secret)
     # Fail fast when the server is down instead of the library's 5-minute default.
     http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),
                                retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2))
-    return MinioAdmin(endpoint=address, credentials=StaticProvider(user, secret), region=region,
-                      secure=False, http_client=http)
+    admin_class = lazy_import("minio.minioadmin").MinioAdmin
+    return admin_class(endpoint=address, credentials=credentials, region=region, secure=False, http_client=http)
 
 
 def admin_client(instance: SharedInstance) -> MinioAdmin:
     return _admin(instance.address, s3.region_of(instance), instance.admin_user, instance.password())
 
 
-def _admin_code(err: MinioAdminException) -> str:
+def _admin_error() -> type[Exception]:
+    """The admin API's error class (only ever asked for once an admin call has run)."""
+    return lazy_import("minio.error").MinioAdminException
+
+
+def _admin_code(err: Exception) -> str:
     try:
         return str(json.loads(err._body).get("Code", ""))  # the library keeps the body only here
     except (ValueError, AttributeError):
@@ -99,7 +118,7 @@ def _admin_code(err: MinioAdminException) -> str:
 def _user_info(admin: MinioAdmin, user: str) -> dict[str, Any] | None:
     try:
         return json.loads(admin.user_info(user))
-    except MinioAdminException as err:
+    except _admin_error() as err:
         if _admin_code(err) == "XMinioAdminNoSuchUser":
             return None
         raise
@@ -108,7 +127,7 @@ def _user_info(admin: MinioAdmin, user: str) -> dict[str, Any] | None:
 def _policy_document(admin: MinioAdmin, policy: str) -> dict[str, Any] | None:
     try:
         return json.loads(admin.policy_info(policy))
-    except MinioAdminException as err:
+    except _admin_error() as err:
         if _admin_code(err) == "XMinioAdminNoSuchPolicy":
             return None
         raise
@@ -117,7 +136,7 @@ def _policy_document(admin: MinioAdmin, policy: str) -> dict[str, Any] | None:
 def _ignore_missing(call, *codes: str) -> None:
     try:
         call()
-    except MinioAdminException as err:
+    except _admin_error() as err:
         if _admin_code(err) not in codes:
             raise
 

@@ -9,9 +9,12 @@ another project's messages.
 Ownership: the marker goes into the stream's (and consumer's) `metadata`
 as `devstack.managed-by`, `devstack.owner` and `devstack.stack` (server 2.10+).
 
-nats-py is asyncio while the provider verbs are synchronous: each verb runs
-one coroutine on a private event loop with a connection that lives only for
-that call, so the pickled provider never holds a connection.
+nats-py is asyncio while the provider verbs are synchronous: verbs run their
+coroutine on one event loop thread per process, over one admin connection
+per server and credential that lives as long as the process. The server
+checks the admin password against a bcrypt hash (about 0.1s per connection),
+so a connection per call made every verb that slow. The pickled provider
+never holds a connection.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, AsyncIterator, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
+from typing import Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
 
 import nats
 import nats.errors
@@ -167,13 +171,13 @@ def with_marker(live: dict[str, str] | None, marker: dict[str, str]) -> dict[str
 class Session:
     """One admin connection's JetStream context and the server version."""
 
+    nc: nats.NATS
     js: JetStreamContext
     version: tuple[int, int]
 
 
-@asynccontextmanager
-async def admin_session(instance: SharedInstance) -> AsyncIterator[Session]:
-    """An admin connection for one call; EngineUnavailable when the server does not answer."""
+async def open_session(instance: SharedInstance) -> Session:
+    """A new admin connection; EngineUnavailable when the server does not answer."""
     seen: list[Exception] = []
 
     async def remember(err: Exception) -> None:
@@ -204,17 +208,55 @@ async def admin_session(instance: SharedInstance) -> AsyncIterator[Session]:
             "the admin credential does not match the server's; run `python -m tools.engines start nats`"
             if rejected else "start it with `python -m tools.engines start nats`",
         ) from err
-    try:
-        server = nc.connected_server_version
-        session = Session(js=nc.jetstream(timeout=API_TIMEOUT), version=(server.major, server.minor))
-        if not FEATURES["metadata"](session.version):
-            raise Unsupported(
-                "manage", f"nats instance {instance.name!r}",
-                f"server {server} has no stream metadata for the ownership marker", "use nats-server 2.10 or newer",
-            )
-        yield session
-    finally:
+    server = nc.connected_server_version
+    if not FEATURES["metadata"]((server.major, server.minor)):
         await nc.close()
+        raise Unsupported(
+            "manage", f"nats instance {instance.name!r}",
+            f"server {server} has no stream metadata for the ownership marker", "use nats-server 2.10 or newer",
+        )
+    return Session(nc=nc, js=nc.jetstream(timeout=API_TIMEOUT), version=(server.major, server.minor))
+
+
+class Sessions:
+    """This process's admin sessions, one per server and credential, on one event loop thread.
+
+    Provider verbs arrive on several threads at once; their coroutines all run
+    on this loop, where nats-py multiplexes them over the shared connection.
+    A session whose connection has closed (the server restarted) is replaced.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions: dict[tuple[str, str, str], Session] = {}
+        self._opening: asyncio.Lock | None = None
+
+    def run(self, instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
+        return asyncio.run_coroutine_threadsafe(self._call(instance, work), self._running_loop()).result()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="nats-sessions", daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+    async def _call(self, instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
+        return await work(await self._session(instance))
+
+    async def _session(self, instance: SharedInstance) -> Session:
+        key = (instance.address, instance.admin_user, instance.password())
+        self._opening = self._opening or asyncio.Lock()  # only this loop's thread gets here
+        async with self._opening:
+            session = self._sessions.get(key)
+            if session is None or not session.nc.is_connected:
+                session = self._sessions[key] = await open_session(instance)
+            return session
+
+
+_SESSIONS = Sessions()
 
 
 def run_private(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -238,13 +280,8 @@ def run_private(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def run(instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
-    """Run `work` with an admin session (one connection, one private loop) and return its result."""
-
-    async def main() -> T:
-        async with admin_session(instance) as session:
-            return await work(session)
-
-    return run_private(main())
+    """Run `work` with this process's admin session for the instance and return its result."""
+    return _SESSIONS.run(instance, work)
 
 
 #: JetStream error codes whose cause is the declaration, not the server.

@@ -21,21 +21,21 @@ import re
 import threading
 from contextlib import contextmanager, nullcontext
 from functools import lru_cache
-from typing import Any, ClassVar, ContextManager, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
 
-import boto3
 import botocore.exceptions
 import urllib3.exceptions
-from botocore.client import BaseClient
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, Observed
+from providers.base import KindProvider, Observed, lazy_import
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
 
 DEFAULT_REGION = "us-east-1"
 MANAGED_TAG, MANAGED_VALUE = "managed-by", "devstack"
@@ -44,13 +44,6 @@ RESERVED_TAGS = frozenset({MANAGED_TAG, OWNER_TAG, STACK_TAG})
 #: S3 allows 50 tags on a bucket; the marker takes three of them.
 MAX_USER_TAGS = 50 - len(RESERVED_TAGS)
 
-CLIENT_CONFIG = Config(
-    connect_timeout=3,
-    read_timeout=30,
-    retries={"max_attempts": 2, "mode": "standard"},
-    # MinIO and moto serve buckets under the endpoint's path, not as subdomains.
-    s3={"addressing_style": "path"},
-)
 #: Transport failures: the engine did not answer (as opposed to answering "no").
 _UNREACHABLE = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError, urllib3.exceptions.HTTPError)
 
@@ -67,12 +60,31 @@ def endpoint_of(instance: SharedInstance) -> str:
     return f"http://{instance.host}:{instance.port}"
 
 
-@lru_cache(maxsize=64)
+_client_lock = threading.Lock()
+
+
 def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
+    # Under a lock: threads racing to build the same client would each load
+    # the service model (megabytes of it) only for all but one to be dropped.
+    with _client_lock:
+        return _new_client(service, endpoint, region, key, secret)
+
+
+@lru_cache(maxsize=64)
+def _new_client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
+    # boto3 takes a tenth of a second to import: only engine calls pay for it.
+    boto3 = lazy_import("boto3")
+    config = lazy_import("botocore.config").Config(
+        connect_timeout=3,
+        read_timeout=30,
+        retries={"max_attempts": 2, "mode": "standard"},
+        # MinIO and moto serve buckets under the endpoint's path, not as subdomains.
+        s3={"addressing_style": "path"},
+    )
     # A Session per client: boto3's default session is not safe across the provider's threads.
     return boto3.session.Session().client(
         service, endpoint_url=endpoint, region_name=region,
-        aws_access_key_id=key, aws_secret_access_key=secret, config=CLIENT_CONFIG,
+        aws_access_key_id=key, aws_secret_access_key=secret, config=config,
     )
 
 

@@ -114,7 +114,9 @@ def test_missing_or_stale_toolchain(tmp_path):
     cli, host, plugin = doctor.toolchain(stale)
     assert (cli.ok, cli.found, cli.expected) == (False, "v3.1.0", doctor.pinned_version())
     assert (host.ok, host.found, host.fix) == (False, "v3.1.0", "scripts/setup")
-    assert plugin.ok is True
+    # A shim other than the checkout's (here: Pulumi's 4-worker server) is stale too.
+    assert (plugin.ok, plugin.fix) == (False, "scripts/setup")
+    assert "differs from tools/pulumi-cli/pulumi-resource-pulumi-python" in plugin.problem
 
 
 def test_invalid_declarations_fail_the_report(admin, root):

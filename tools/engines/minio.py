@@ -12,14 +12,25 @@ The root credential reaches the server only through its environment
 Data lives in `engines_dir()/minio/data`. The console UI is off and its
 address pinned to loopback anyway; update checks are off.
 
+MinIO keeps its IAM data (users with their secret keys, policies) under
+`data/.minio.sys`, in plaintext unless a KMS key is set. The server gets a
+static key (MINIO_KMS_SECRET_KEY, in its environment) generated once into
+`engines_dir()/minio/kms.key` (0600, outside the data dir), so tenants'
+secret keys are encrypted at rest and never readable from the data files.
+Data written before the key existed stays readable.
+
 Health: `GET /minio/health/live` (no credential), and at start a root
 `ListBuckets`, so `start` returns only when the root credential works.
 """
 from __future__ import annotations
 
+import base64
+import os
 import re
+import secrets
 import subprocess
 import sys
+from pathlib import Path
 
 from tools.engines.base import HOST, REPO_ROOT, Credential, Engine, http_status
 
@@ -29,6 +40,8 @@ GO_MOD = REPO_ROOT / "tools" / "minio" / "go.mod"
 #: written by build.sh: the module version the binary was built from
 STAMP = BINARY.with_name("minio.version")
 CONSOLE_PORT = 29001
+#: The key name MinIO records beside what it encrypts with the static KMS key.
+KMS_KEY_NAME = "devstack-minio"
 
 
 def pinned_version() -> str:
@@ -101,6 +114,19 @@ class MinioEngine(Engine):
         (self.dir / "certs").mkdir(exist_ok=True)
         self._root = credential
 
+    @property
+    def kms_key_file(self) -> Path:
+        return self.dir / "kms.key"
+
+    def kms_key(self) -> str:
+        """The static KMS key, `<name>:<base64 of 32 bytes>`, created (0600) on first use."""
+        path = self.kms_key_file
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(base64.b64encode(secrets.token_bytes(32)).decode() + "\n")
+        return f"{KMS_KEY_NAME}:{path.read_text().strip()}"
+
     def environment(self) -> dict[str, str]:
         if self._root is None:
             raise self.error("start", "prepare() did not run")
@@ -108,6 +134,7 @@ class MinioEngine(Engine):
         return {
             "MINIO_ROOT_USER": root.user,
             "MINIO_ROOT_PASSWORD": root.password,
+            "MINIO_KMS_SECRET_KEY": self.kms_key(),
             "MINIO_BROWSER": "off",
             "MINIO_UPDATE": "off",
             "MINIO_CALLHOME_ENABLE": "off",

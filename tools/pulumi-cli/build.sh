@@ -11,6 +11,10 @@ bin="${DEVSTACK_BIN:-$root/.devstack/bin}"
 version="$(sed -n 's/^[[:space:]]*github.com\/pulumi\/pulumi\/pkg\/v3 \(v[0-9.]*\).*/\1/p' "$here/go.mod")"
 ldflags="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version"
 
+# The plugin shim is ours and tiny: always install the checkout's copy.
+mkdir -p "$bin"
+install -m 0755 "$here/pulumi-resource-pulumi-python" "$bin/pulumi-resource-pulumi-python"
+
 if [[ -x "$bin/pulumi" && -x "$bin/pulumi-language-python" \
       && -x "$bin/pulumi-language-python-exec" && -x "$bin/pulumi-resource-pulumi-python" \
       && "$("$bin/pulumi" version 2>/dev/null)" == "$version" \
@@ -32,5 +36,4 @@ echo "${version}" > "$bin/.language-host-version"
 # same release; take it from the module cache rather than keeping a copy.
 sdk_dir="$(go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)"
 install -m 0755 "$sdk_dir/python/cmd/pulumi-language-python-exec" "$bin/pulumi-language-python-exec"
-install -m 0755 "$here/pulumi-resource-pulumi-python" "$bin/pulumi-resource-pulumi-python"
 echo "built pulumi $("$bin/pulumi" version) in $((SECONDS - start))s"

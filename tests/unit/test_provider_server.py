@@ -1,0 +1,59 @@
+"""tools.provider_server: Pulumi's dynamic-provider server with more worker threads than its fixed 4."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+import pytest
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime import rpc
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+from tests.unit.gate_provider import GATE_SIZE, Gate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def serve(module: str, workers: str | None = None) -> tuple[subprocess.Popen, int]:
+    env = {k: v for k, v in os.environ.items() if k != "DEVSTACK_PROVIDER_WORKERS"}
+    if workers:
+        env["DEVSTACK_PROVIDER_WORKERS"] = workers
+    server = subprocess.Popen([sys.executable, "-u", "-m", module, "127.0.0.1:1"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return server, int(server.stdout.readline())
+
+
+def creates_together(port: int) -> list[int]:
+    """GATE_SIZE concurrent creates; how many were inside the provider together, as each saw it."""
+    provider = serialize_provider(Gate())
+
+    def create(index: int) -> int:
+        properties = asyncio.run(rpc.serialize_properties({"__provider": provider, "name": f"r{index}"}, {}))
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = provider_pb2_grpc.ResourceProviderStub(channel)
+            reply = stub.Create(provider_pb2.CreateRequest(urn=f"urn:r{index}", properties=properties), timeout=30)
+        return int(reply.properties["together"])
+
+    with ThreadPoolExecutor(GATE_SIZE) as pool:
+        return list(pool.map(create, range(GATE_SIZE)))
+
+
+@pytest.mark.parametrize("module, workers, expected", [
+    ("tools.provider_server", None, GATE_SIZE),  # the default pool: 16
+    ("tools.provider_server", "12", GATE_SIZE),
+    ("tools.provider_server", "4", 0),  # as few as Pulumi's own: the gate never fills
+    ("pulumi.dynamic", None, 0),  # the stock server, for contrast
+])
+def test_concurrent_creates(module, workers, expected):
+    server, port = serve(module, workers)
+    try:
+        assert creates_together(port) == [expected] * GATE_SIZE
+    finally:
+        server.kill()
+        server.wait()
