@@ -187,11 +187,16 @@ class KindProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         ident = Identity.from_props(props)
-        observed = self.observe(self._instance(ident, "read"), ident)
+        instance = self._instance(ident, "read")
+        observed = self.observe(instance, ident)
         if observed is None:
             # A blank id tells Pulumi the resource is gone (dropped out of band).
             return ReadResult("", {})
-        live = {**props, **observed.attributes}
+        # The address is the instance's, as configured now: after the instance moves, a
+        # refresh (with --run-program) points every resource and its exports at the new one.
+        address = {key: value for key, value in (("host", instance.host), ("port", instance.port))
+                   if key in self.attributes}
+        live = {**props, **address, **observed.attributes}
         live["params"] = {**(props.get("params") or {}), **observed.params}
         if observed.owner != ident.owner:
             # Someone re-labelled it: show the live owner so the next diff replaces.
