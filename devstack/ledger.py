@@ -615,6 +615,58 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
     return Destruction(workspace=stack.name, untracked=[str(t.ident) for t in tracked], dropped=dropped, already_gone=gone)
 
 
+# --- recover ----------------------------------------------------------------------------
+
+
+class Recovery(_Model):
+    """What `devstack recover` did after an interrupted run."""
+
+    workspace: str
+    repaired: list[str] = Field(description="zero-length metadata files of the file backend that were removed")
+    pending_cleared: int = Field(description="operations the interrupted run left pending, now resolved")
+
+
+def torn_metadata(backend_url: str, workspace: str) -> list[Path]:
+    """Zero-length `.attrs` files beside the stack's checkpoint on a file backend.
+
+    The file backend writes each checkpoint atomically (a temporary file, then
+    a rename) but its `<stack>.json.attrs` metadata in place, so a run killed
+    at the wrong moment leaves that file empty and every later command fails
+    with "failed to load checkpoint: EOF". Without the file the backend uses
+    defaults, so removing an empty one loses nothing.
+    """
+    if not backend_url.startswith("file://"):
+        return []
+    stacks = Path(backend_url.removeprefix("file://").split("?", 1)[0]) / ".pulumi" / "stacks" / "devstack"
+    return [path for path in sorted(stacks.glob(f"{workspace}.json*.attrs")) if path.stat().st_size == 0]
+
+
+def recover(
+    workspace: str = "local", backend_url: str | None = None, work_dir: Path = ROOT, *, env: Mapping[str, str] | None = None
+) -> Recovery:
+    """The documented recovery after a killed `pulumi up`: repair, unlock, resolve pending operations.
+
+    Run it once nothing else works on the stack: `pulumi cancel` removes any lock.
+
+    Creates that were in flight are looked up in the engines with the current
+    stack config (`refresh --clear-pending-creates --run-program`); what was
+    made is recorded, what was not is dropped from the ledger, and the next
+    `pulumi up` creates the rest. Nothing is created or dropped in an engine.
+    """
+    variables = stack_env(backend_url, env)
+    repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], workspace)
+    for path in repaired:
+        path.unlink()
+    stack = open_stack(workspace, backend_url, work_dir, env=env)
+    pending = len(export_deployment(stack).get("pending_operations") or [])
+    run_cli(stack, "cancel", "--yes")  # the killed run's lock; a no-op when there is none
+    try:
+        stack.refresh(clear_pending_creates=True, run_program=True)
+    except auto.errors.CommandError as err:
+        raise EngineError("refresh", f"stack {workspace!r}", cli_error(err)) from err
+    return Recovery(workspace=workspace, repaired=[str(p) for p in repaired], pending_cleared=pending)
+
+
 # --- env ------------------------------------------------------------------------------
 
 

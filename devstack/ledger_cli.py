@@ -5,6 +5,7 @@
     devstack resource gc [--engine E] [--kind K] [--project P] [--prune] [--yes] [--json]
     devstack resource rm NAME [--engine E] [--project P] [--kind K] [--purge-data] [--yes] [--json]
     devstack destroy [--purge-data] [--yes] [--json]
+    devstack recover [--json]
 
 Every command also takes --workspace/-w (the stack, default `local`),
 --backend-url (default: $PULUMI_BACKEND_URL, else the checkout's file
@@ -250,6 +251,20 @@ def run_destroy(args: argparse.Namespace) -> int:
     return 0
 
 
+@guarded
+def run_recover(args: argparse.Namespace) -> int:
+    kwargs = {"work_dir": args.work_dir} if args.work_dir else {}
+    result = ledger.recover(args.workspace, args.backend_url, **kwargs)
+    if args.json:
+        emit_json(result)
+        return 0
+    for path in result.repaired:
+        print(f"removed {path}: empty metadata left by the interrupted run")
+    print(f"workspace {result.workspace!r} recovered: unlocked, {result.pending_cleared} pending operation(s) "
+          "resolved against the engines; run `pulumi up` (or scripts/up) to finish the interrupted update")
+    return 0
+
+
 # --- registration ---------------------------------------------------------------------------
 
 
@@ -304,3 +319,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(func=run_destroy)
+
+    p = subparsers.add_parser("recover", help="after a killed `pulumi up`: repair the backend, unlock, "
+                              "resolve pending operations against the engines")
+    add_stack_options(p)
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=run_recover)

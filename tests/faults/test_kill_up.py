@@ -2,15 +2,17 @@
 
 What pulumi v3.260.0 leaves behind on the file backend: the stack's lock file
 (the next command refuses to run: "the stack is currently locked ... `pulumi
-cancel`"), pending operations for the creates that were in flight (the next
-up warns about them and keeps them), and the dynamic-provider process, which
-waits forever for an engine that is gone. The recovery (README, "Recovering
-from an interrupted up"): `pulumi cancel`, `pulumi refresh
---clear-pending-creates`, `pulumi up`. The last step adopts whatever the
-killed run created but never recorded (create adopts a resource that carries
-our marker for the same project), so nothing is duplicated or lost.
+cancel`"), pending operations for the creates that were in flight, the
+dynamic-provider process, which waits forever for an engine that is gone,
+and now and then an empty `<stack>.json.attrs` (the backend writes that
+metadata file in place; every command then fails with "failed to load
+checkpoint: EOF"). The recovery (README, "Recovering from an interrupted
+up"): `devstack recover` (remove empty metadata, `pulumi cancel`, `pulumi
+refresh --clear-pending-creates --run-program`), then `pulumi up`. The last
+step adopts whatever the killed run created but never recorded (create adopts
+a resource that carries our marker for the same project), so nothing is
+duplicated or lost.
 """
-
 from __future__ import annotations
 
 import json
@@ -25,6 +27,7 @@ from pulumi import automation as auto
 
 from bench.memory import descendants
 from bench.sweep import sweep
+from devstack import ledger
 from tests.faults.conftest import MIX, changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
 from tools.pulumi_env import BIN_DIR
 
@@ -81,11 +84,13 @@ def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_
         kill_mid_run(project_dir, offline_env, tmp_path / "killed-up.log", at_least=4)
         interrupted = checkpoint(offline_env, "faults")
 
-        # The killed run's lock is still there: the next command refuses, naming the way out.
-        with pytest.raises(auto.errors.ConcurrentUpdateError, match="pulumi cancel"):
+        # The next command refuses: the killed run's lock is still there (its message names
+        # `pulumi cancel`), or the kill cut the backend's metadata file short.
+        with pytest.raises(auto.errors.CommandError, match="pulumi cancel|failed to load checkpoint: EOF"):
             stack.up()
-        stack.cancel()
-        stack.refresh(clear_pending_creates=True)
+        # The documented recovery (README): devstack recover, then up.
+        recovery = ledger.recover("faults", work_dir=project_dir, env=offline_env)
+        assert recovery.pending_cleared == len(interrupted["pending_operations"])
         assert not checkpoint(offline_env, "faults").get("pending_operations")
         stack.up()
 
@@ -105,4 +110,25 @@ def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_
             stack.cancel()  # only needed when the test failed before its own cancel
         except auto.errors.CommandError:
             pass
+        stack.destroy()
+
+
+def test_recover_repairs_metadata_a_kill_left_empty(project_dir, offline_env, pulumi_command, admin, shared, prefix):
+    """The file backend writes `<stack>.json.attrs` in place: a kill can leave it empty, and then
+    every command fails to load the checkpoint. Recovery removes it; the checkpoint is intact."""
+    stack = new_stack(project_dir, offline_env, pulumi_command)
+    configure(stack, [write_project(project_dir, f"{prefix}-t", every_engine())], shared, admin)
+    try:
+        stack.up()
+        backend = Path(offline_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+        attrs = backend / ".pulumi" / "stacks" / "devstack" / "faults.json.attrs"
+        attrs.write_bytes(b"")  # what the kill leaves
+        with pytest.raises(auto.errors.CommandError, match="failed to load checkpoint: EOF"):
+            stack.preview()
+
+        recovery = ledger.recover("faults", work_dir=project_dir, env=offline_env)
+        assert recovery.repaired == [str(attrs)] and recovery.pending_cleared == 0
+        assert changes(stack.preview()) == {}
+        assert len(tenants(checkpoint(offline_env, "faults"))) == len(MIX)
+    finally:
         stack.destroy()
