@@ -11,7 +11,7 @@ from typing import Iterator
 from pulumi import automation as auto
 
 from bench import workload as wl
-from tools.pulumi_env import BIN_DIR, ROOT, STATE_DIR, pulumi_env
+from tools.pulumi_env import BIN_DIR, ROOT, STATE_DIR, scratch_env
 
 STACK = "bench"
 #: Extra environment for every pulumi run of the benchmark (`--env KEY=VALUE`), ours and the floor alike.
@@ -30,12 +30,7 @@ def scratch_dir() -> Iterator[Path]:
 
 def offline_env(base: Path) -> dict[str, str]:
     """The offline environment with its file backend, passphrase and PULUMI_HOME inside `base`."""
-    passphrase = base / "passphrase"
-    passphrase.write_text("bench-passphrase")
-    passphrase.chmod(0o600)
-    env = pulumi_env(backend_dir=base / "state", passphrase_file=passphrase)
-    env["PULUMI_HOME"] = str(base / "pulumi-home")
-    return {**env, **EXTRA_ENV}
+    return {**scratch_env(base), **EXTRA_ENV}
 
 
 def command() -> auto.PulumiCommand:

@@ -56,6 +56,7 @@ from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml
 from devstack import yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
+from devstack.ledger_cli import add_stack_options, open_from, resource_group
 from providers import registry
 from providers.instances import SharedInstance, parse_object
 
@@ -602,20 +603,8 @@ def column_value(attributes: dict[str, Any], path: str) -> Any:
 # --- command line ------------------------------------------------------------
 
 
-def resource_group(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """The sub-subparsers of `devstack resource`, created by whichever module registers first."""
-    parser = subparsers.choices.get("resource")
-    if parser is None:
-        parser = subparsers.add_parser("resource", help="resources of the workspace: create, list, show, gc, rm")
-        parser._devstack_sub = parser.add_subparsers(dest="resource_command", required=True)
-    return parser._devstack_sub
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
-    parser.add_argument("--backend-url", help="the Pulumi backend (default: the checkout's file backend)")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help="directory of the program and stack config (default: the checkout)")
+    add_stack_options(parser)
     parser.add_argument("--project", help="the project, by name (default: the workspace's only project)")
     parser.add_argument("--instance", help="the shared instance (default: the only one of the engine)")
     parser.add_argument("--yes", "-y", action="store_true", help="do not ask before updating")
@@ -655,12 +644,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _open(args: argparse.Namespace) -> Workspace:
-    try:
-        from devstack.ledger import open_stack
-    except ImportError:  # pragma: no cover - the ledger module ships with the command
-        raise EngineError("open", f"stack {args.workspace!r}", "devstack.ledger is missing") from None
-    kwargs = {"work_dir": args.work_dir} if args.work_dir else {}
-    return Workspace.of(open_stack(args.workspace, args.backend_url, **kwargs))
+    return Workspace.of(open_from(args))
 
 
 def _target(args: argparse.Namespace, ws: Workspace) -> Target:

@@ -56,9 +56,13 @@ def add_stack_options(parser: argparse.ArgumentParser) -> None:
                         help="directory of the program and stack config (default: the checkout)")
 
 
+def work_dir_option(args: argparse.Namespace) -> dict[str, Path]:
+    """--work-dir as a keyword for the ledger functions (their default: the checkout)."""
+    return {"work_dir": args.work_dir} if args.work_dir else {}
+
+
 def open_from(args: argparse.Namespace):
-    kwargs = {"work_dir": args.work_dir} if args.work_dir else {}
-    return ledger.open_stack(args.workspace, args.backend_url, **kwargs)
+    return ledger.open_stack(args.workspace, args.backend_url, **work_dir_option(args))
 
 
 def guarded(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -253,8 +257,7 @@ def run_destroy(args: argparse.Namespace) -> int:
 
 @guarded
 def run_recover(args: argparse.Namespace) -> int:
-    kwargs = {"work_dir": args.work_dir} if args.work_dir else {}
-    result = ledger.recover(args.workspace, args.backend_url, **kwargs)
+    result = ledger.recover(args.workspace, args.backend_url, **work_dir_option(args))
     if args.json:
         emit_json(result)
         return 0

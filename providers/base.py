@@ -14,8 +14,9 @@ import importlib
 import json
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache, wraps
 from types import ModuleType
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from pulumi.dynamic import (
     CheckFailure,
@@ -240,6 +241,27 @@ class KindProvider(ResourceProvider):
             f"{ident.name!r} already exists in {self.engine} instance {ident.instance!r} and belongs to {holder}",
             "choose another `name` for this resource; nothing was changed",
         )
+
+
+C = TypeVar("C")
+
+
+def one_per_key(factory: Callable[..., C]) -> Callable[..., C]:
+    """Memoize a client factory per argument tuple, building each client once in the process.
+
+    Under a lock: the provider serves calls on many threads, and threads racing
+    to build the same client would each pay for it (a boto3 client loads
+    megabytes of service model, a Kafka client a SASL handshake) only for all
+    but one to be dropped.
+    """
+    cached, lock = lru_cache(maxsize=None)(factory), threading.Lock()
+
+    @wraps(factory)
+    def client(*key: Any) -> C:
+        with lock:
+            return cached(*key)
+
+    return client
 
 
 _IMPORTS = threading.Lock()

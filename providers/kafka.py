@@ -60,7 +60,7 @@ from confluent_kafka.admin import (
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, Observed, marker_owner, one_per_key, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
@@ -166,8 +166,8 @@ class MarkerView:
 
     Each call asks the broker for the partition's high watermark and reads only
     the records between what it has seen and that mark, so it sees every marker
-    written before the call (by any process) and costs one round trip when
-    nothing changed. A consumer is not thread-safe: calls are serialized.
+    written before the call (by any process) and costs two small round trips
+    (the registry's metadata, its watermark) when nothing changed. A consumer is not thread-safe: calls are serialized.
     """
 
     def __init__(self, instance: SharedInstance) -> None:
@@ -263,15 +263,10 @@ class Clients:
             return self._producer
 
 
-_CLIENTS: dict[tuple[str, str, str], Clients] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
+@one_per_key
 def clients(instance: SharedInstance) -> Clients:
-    """The process-wide clients of one broker address and admin credential."""
-    key = (instance.address, instance.admin_user, instance.password())
-    with _CLIENTS_LOCK:
-        return _CLIENTS.setdefault(key, Clients(instance))
+    """The process-wide clients of one instance (its address and admin credential: both are in its key)."""
+    return Clients(instance)
 
 
 def error_code(err: KafkaException) -> int | None:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import urllib3
@@ -24,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pulumi.dynamic import ReadResult
 
 from providers import s3
-from providers.base import KindProvider, Observed, lazy_import, marker_owner, ownership_marker
+from providers.base import KindProvider, Observed, lazy_import, marker_owner, one_per_key, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, InvalidSpec
 from providers.identity import Identity
@@ -81,16 +79,8 @@ class MinioLifecycle(s3.Lifecycle):
 # calls need it, so it is imported on first use.
 
 
-_admin_lock = threading.Lock()
-
-
+@one_per_key
 def _admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
-    with _admin_lock:  # one client per key, however many threads ask first
-        return _new_admin(address, region, user, secret)
-
-
-@lru_cache(maxsize=16)
-def _new_admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
     credentials = lazy_import("minio.credentials").StaticProvider(user, secret)
     # Fail fast when the server is down instead of the library's 5-minute default.
     http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),

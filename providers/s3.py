@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import threading
 from contextlib import contextmanager, nullcontext
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
 
 import botocore.exceptions
@@ -29,7 +28,7 @@ from botocore.exceptions import ClientError
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, Observed, lazy_import
+from providers.base import KindProvider, Observed, lazy_import, one_per_key
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -60,18 +59,8 @@ def endpoint_of(instance: SharedInstance) -> str:
     return f"http://{instance.host}:{instance.port}"
 
 
-_client_lock = threading.Lock()
-
-
+@one_per_key
 def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
-    # Under a lock: threads racing to build the same client would each load
-    # the service model (megabytes of it) only for all but one to be dropped.
-    with _client_lock:
-        return _new_client(service, endpoint, region, key, secret)
-
-
-@lru_cache(maxsize=64)
-def _new_client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
     # boto3 takes a tenth of a second to import: only engine calls pay for it.
     boto3 = lazy_import("boto3")
     config = lazy_import("botocore.config").Config(

@@ -48,6 +48,15 @@ def pulumi_env(backend_dir: Path | None = None, passphrase_file: Path | None = N
     }
 
 
+def scratch_env(base: Path) -> dict[str, str]:
+    """The same environment with its file backend, passphrase and PULUMI_HOME under `base`:
+    for tests and benchmarks, which must leave the checkout's state alone."""
+    base.mkdir(parents=True, exist_ok=True)
+    env = pulumi_env(backend_dir=base / "state", passphrase_file=ensure_passphrase(base / "passphrase"))
+    env["PULUMI_HOME"] = str(base / "pulumi-home")
+    return env
+
+
 if __name__ == "__main__":
     for key, value in pulumi_env().items():
         print(f"export {key}={shlex.quote(value)}")

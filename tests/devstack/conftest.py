@@ -21,7 +21,7 @@ import yaml
 from pulumi import automation as auto
 
 from devstack.ledger import SECRET_SIG, open_stack
-from tools.pulumi_env import BIN_DIR, ROOT, pulumi_env
+from tools.pulumi_env import BIN_DIR, ROOT, scratch_env
 
 DEVSTACK = Path(sys.executable).parent / "devstack"
 PG_PORT = 25432
@@ -59,13 +59,7 @@ def local_shared() -> dict[str, Any]:
 
 def make_env(base: Path) -> dict[str, str]:
     """An offline environment whose file backend, passphrase and PULUMI_HOME live under `base`."""
-    base.mkdir(parents=True, exist_ok=True)
-    passphrase = base / "passphrase"
-    passphrase.write_text("ledger-test-passphrase")
-    passphrase.chmod(0o600)
-    env = pulumi_env(backend_dir=base / "state", passphrase_file=passphrase)
-    env["PULUMI_HOME"] = str(base / "pulumi-home")
-    return env
+    return scratch_env(base)
 
 
 @dataclass

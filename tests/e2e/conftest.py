@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from tools.pulumi_env import BIN_DIR, ROOT, STATE_DIR, pulumi_env
+from tools.pulumi_env import BIN_DIR, ROOT, STATE_DIR, scratch_env
 
 
 @pytest.fixture(scope="session")
@@ -31,12 +31,7 @@ def admin():
 @pytest.fixture
 def offline_env(tmp_path: Path) -> dict[str, str]:
     """An offline environment whose backend and passphrase live in tmp_path."""
-    passphrase = tmp_path / "passphrase"
-    passphrase.write_text("e2e-test-passphrase")
-    passphrase.chmod(0o600)
-    env = pulumi_env(backend_dir=tmp_path / "state", passphrase_file=passphrase)
-    env["PULUMI_HOME"] = str(tmp_path / "pulumi-home")
-    return env
+    return scratch_env(tmp_path)
 
 
 @pytest.fixture

@@ -71,6 +71,12 @@ def run_cli(engines_dir: Path, *args: str, creds: dict | None = None) -> subproc
     return subprocess.run(argv, cwd=REPO, env=env, input=stdin, capture_output=True, text=True, timeout=240)
 
 
+def run_probe(engines_dir: Path, code: str) -> subprocess.CompletedProcess:
+    """Run Python `code` in a fresh interpreter against the scratch engines dir."""
+    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+
+
 def start_time(pid: int) -> int | None:
     """Start time of a live, non-zombie process, else None."""
     try:
@@ -294,8 +300,7 @@ def test_a_broken_engine_module_only_affects_that_engine(engines_dir):
         "code = main(['status', 'postgres'])\n"
         "print('rc', rc, code)\n"
     )
-    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    out = run_probe(engines_dir, probe).stdout
     assert re.search(r"^broken\s+unavailable: cannot load tools.engines.no_such_module", out, re.M)
     for engine in ENGINES:
         assert re.search(rf"^{engine}\s+running\s", out, re.M), out
@@ -305,8 +310,7 @@ def test_a_broken_engine_module_only_affects_that_engine(engines_dir):
 def test_only_the_named_engines_modules_are_imported(engines_dir):
     probe = ("import sys\nfrom tools.engines.__main__ import main\nmain(['status', 'redis'])\n"
              "print(sorted(m for m in sys.modules if m.startswith('tools.engines.')))\n")
-    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    out = run_probe(engines_dir, probe).stdout
     assert "'tools.engines.redis'" in out and "'tools.engines.postgres'" not in out, out
 
 
@@ -323,8 +327,7 @@ def test_start_timeout_names_engine_address_and_log_and_leaves_nothing(engines_d
         "    print(exc)\n"
         "print('running', engine.running_pid(), 'pid-file', engine.pid_file.exists())\n"
     )
-    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    out = run_probe(engines_dir, probe).stdout
     log = engines_dir / "never-healthy" / "never-healthy.log"
     assert f"cannot start never-healthy on {HOST}:24599: not healthy after 2s (log: {log})" in out, out
     assert "running None pid-file False" in out
@@ -354,8 +357,7 @@ def test_start_refuses_when_a_connection_holds_an_extra_port(engines_dir):
             "    print(exc)\n"
             "print('running', engine.running_pid())\n"
         )
-        env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
-        out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+        out = run_probe(engines_dir, probe).stdout
     assert f"cannot start console on {HOST}:24597: port {held} is in use by a process we did not start" in out, out
     assert "running None" in out
 
@@ -374,8 +376,7 @@ def test_a_server_that_exits_at_start_is_reported_with_its_log(engines_dir):
         "except Exception as exc:\n"
         "    print(exc)\n"
     )
-    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True).stdout
+    out = run_probe(engines_dir, probe).stdout
     assert "cannot start quits on" in out and "exited (code 3)" in out, out
     assert "its log ends: FATAL cannot open the data dir" in out, out
 
@@ -396,8 +397,7 @@ def test_stop_kills_the_session_of_a_server_that_ignores_its_stop_signal(engines
         "time.sleep(0.5)\n"
         "print(engine.stop())\n"
     )
-    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir)}
-    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True)
+    done = run_probe(engines_dir, probe)
     assert re.search(r"deaf: stopped \(pid \d+\)", done.stdout), done.stdout + done.stderr
     assert not [path for path in Path("/proc").glob("*/cmdline")
                 if b"deaf-server" in _read(path) and start_time(int(path.parent.name))]

@@ -17,18 +17,10 @@ import yaml
 from pulumi import automation as auto
 
 from bench.sweep import sweep
+from bench.workload import MIX  # instance -> (engine, kind): one resource per engine
 from tests.e2e.conftest import admin, changes, local_workspace, offline_env, project_dir, pulumi_command  # noqa: F401
 from tools.pulumi_env import ROOT
 
-#: instance -> (engine, kind): one resource per engine, the engine's main kind.
-MIX: dict[str, tuple[str, str]] = {
-    "pg": ("postgres", "database"),
-    "cache": ("redis", "acl_user"),
-    "objects": ("minio", "bucket"),
-    "aws": ("localstack", "queue"),
-    "events": ("nats", "stream"),
-    "kafka": ("kafka", "topic"),
-}
 
 
 @pytest.fixture(scope="session")
