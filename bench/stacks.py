@@ -14,6 +14,8 @@ from bench import workload as wl
 from tools.pulumi_env import BIN_DIR, ROOT, STATE_DIR, scratch_env
 
 STACK = "bench"
+#: The checkout's packages the program imports, linked beside it.
+PROGRAM_PACKAGES = ("components", "providers")
 #: Extra environment for every pulumi run of the benchmark (`--env KEY=VALUE`), ours and the floor alike.
 EXTRA_ENV: dict[str, str] = {}
 
@@ -59,6 +61,12 @@ def devstack_stack(base: Path, files_for: "wl.Workload", admin: dict, providers_
     work = base / "program"
     work.mkdir()
     shutil.copy(ROOT / "__main__.py", work / "__main__.py")
+    # Laid out as the checkout, packages beside the program: the engine stores each resource's
+    # stack trace relative to the program, so this keeps the state the size a real run writes.
+    # A prototype's package is left unlinked: the link would shadow it on the import path.
+    for package in PROGRAM_PACKAGES:
+        if not (providers_from and (providers_from / package).is_dir()):
+            (work / package).symlink_to(ROOT / package, target_is_directory=True)
     files = wl.write_projects(work, files_for)
     env = offline_env(base)
     if providers_from:

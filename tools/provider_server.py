@@ -9,12 +9,18 @@ shared under locks, and PostgreSQL DDL is serialized on the server by an
 advisory lock, not by the thread count.
 
 DEVSTACK_PROVIDER_WORKERS overrides the pool size (default 16).
+
+When the engine interrupts it (the deployment is over), the process exits at
+once instead of finalizing the interpreter: every call's effect is durable
+before the call returns, so there is nothing to tear down, and destroying the
+engine clients (librdkafka's above all) kept `pulumi` waiting some 0.3s.
 """
 
 from __future__ import annotations
 
 import os
 import runpy
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -36,7 +42,11 @@ def main() -> None:
         return make_server(ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="provider"), *args, **kwargs)
 
     grpc.server = server_with_more_workers
+    # Returns once SIGINT has stopped the server.
     runpy.run_module("pulumi.dynamic", run_name="__main__", alter_sys=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

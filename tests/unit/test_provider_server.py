@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +56,21 @@ def test_concurrent_creates(module, workers, expected):
     server, port = serve(module, workers)
     try:
         assert creates_together(port) == [expected] * GATE_SIZE
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_interrupt_ends_the_server_at_once():
+    """The engine ends a provider with SIGINT once the deployment is over: it must exit cleanly (status 0),
+    its port closed, after having served calls (so its clients and worker threads exist)."""
+    server, port = serve("tools.provider_server")
+    try:
+        assert creates_together(port) == [GATE_SIZE] * GATE_SIZE
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
     finally:
         server.kill()
         server.wait()
