@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from botocore.client import BaseClient
-from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers import s3
@@ -24,6 +22,10 @@ from providers.base import KindProvider, Observed
 from providers.errors import EngineUnavailable, InvalidSpec
 from providers.identity import Identity
 from providers.instances import SharedInstance
+
+if TYPE_CHECKING:  # botocore.client takes 0.1s to import; clients come from s3.aws_client
+    from botocore.client import BaseClient
+    from botocore.exceptions import ClientError
 
 ENGINE = "localstack"
 FIFO = ".fifo"
@@ -167,7 +169,7 @@ class QueueSpec(_Spec):
 def _queue_url(sqs: BaseClient, name: str) -> str | None:
     try:
         return str(sqs.get_queue_url(QueueName=name)["QueueUrl"])
-    except ClientError as err:
+    except s3.boto_errors.ClientError as err:
         if missing(err, "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
             return None
         raise
@@ -270,7 +272,7 @@ class Topic(_AwsKind):
         arn = f"arn:aws:sns:{s3.region_of(instance)}:{account_id(instance)}:{name}"
         try:
             live = sns.get_topic_attributes(TopicArn=arn)["Attributes"]
-        except ClientError as err:
+        except s3.boto_errors.ClientError as err:
             if missing(err, "NotFound", "NotFoundException"):
                 return None
             raise
@@ -314,7 +316,7 @@ class StreamSpec(_Spec):
 def _stream_summary(kinesis: BaseClient, name: str) -> dict[str, Any] | None:
     try:
         summary = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
-    except ClientError as err:
+    except s3.boto_errors.ClientError as err:
         if missing(err, "ResourceNotFoundException"):
             return None
         raise
@@ -349,7 +351,7 @@ class Stream(_AwsKind):
         try:
             kinesis.create_stream(StreamName=name, ShardCount=spec.shard_count,
                                   StreamModeDetails={"StreamMode": "PROVISIONED"}, Tags=s3.marker_tags(ident, stack))
-        except ClientError as err:
+        except s3.boto_errors.ClientError as err:
             if missing(err, "ResourceInUseException"):  # created by someone else since we looked
                 raise self._conflict("create", ident, self.observe(instance, ident) or Observed(owner=None)) from err
             raise
@@ -409,7 +411,7 @@ class TableSpec(_Spec):
 def _describe_table(ddb: BaseClient, name: str) -> dict[str, Any] | None:
     try:
         table = ddb.describe_table(TableName=name)["Table"]
-    except ClientError as err:
+    except s3.boto_errors.ClientError as err:
         if missing(err, "ResourceNotFoundException"):
             return None
         raise
@@ -485,7 +487,7 @@ class Table(_AwsKind):
             args["ProvisionedThroughput"] = _throughput(spec)
         try:
             ddb.create_table(**args)
-        except ClientError as err:
+        except s3.boto_errors.ClientError as err:
             if missing(err, "ResourceInUseException"):  # created by someone else since we looked
                 raise self._conflict("create", ident, self.observe(instance, ident) or Observed(owner=None)) from err
             raise

@@ -16,8 +16,6 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-import urllib3
-from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 from pulumi.dynamic import ReadResult
 
@@ -83,6 +81,7 @@ class MinioLifecycle(s3.Lifecycle):
 def _admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
     credentials = lazy_import("minio.credentials").StaticProvider(user, secret)
     # Fail fast when the server is down instead of the library's 5-minute default.
+    urllib3 = lazy_import("urllib3")
     http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),
                                retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2))
     admin_class = lazy_import("minio.minioadmin").MinioAdmin
@@ -321,7 +320,7 @@ class AccessKey(s3.GuardedKind):
         """Whether the stored secret still signs requests (a reset out of band breaks it)."""
         try:
             s3.client_as(instance, "s3", key, secret).list_buckets()
-        except ClientError as err:
+        except s3.boto_errors.ClientError as err:
             return s3.error_code(err) != "SignatureDoesNotMatch"
         return True
 

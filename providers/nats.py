@@ -27,31 +27,26 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
 
-import nats
-import nats.errors
-from nats.js import JetStreamContext
-from nats.js.api import (
-    AckPolicy,
-    ConsumerConfig,
-    ConsumerInfo,
-    DeliverPolicy,
-    DiscardPolicy,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
-    StreamInfo,
-)
-from nats.js.errors import APIError
-from nats.js.errors import NotFoundError as NatsNotFound
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NatsClient
+    from nats.js import JetStreamContext
+    from nats.js.api import ConsumerConfig, ConsumerInfo, StreamConfig, StreamInfo
+
+# Imported on the first engine call: the program, check and diff never need them.
+nats = LazyModule("nats")
+nats_errors = LazyModule("nats.errors")
+jetstream_api = LazyModule("nats.js.api")
+jetstream_errors = LazyModule("nats.js.errors")
 
 ENGINE = "nats"
 #: The server refuses longer stream names ("maximum allowed is 255"); KV adds "KV_".
@@ -171,7 +166,7 @@ def with_marker(live: dict[str, str] | None, marker: dict[str, str]) -> dict[str
 class Session:
     """One admin connection's JetStream context and the server version."""
 
-    nc: nats.NATS
+    nc: NatsClient
     js: JetStreamContext
     version: tuple[int, int]
 
@@ -196,10 +191,10 @@ async def open_session(instance: SharedInstance) -> Session:
             connect_timeout=CONNECT_TIMEOUT,
             error_cb=remember,
         )
-    except (nats.errors.Error, OSError, asyncio.TimeoutError) as err:
+    except (nats_errors.Error, OSError, asyncio.TimeoutError) as err:
         cause = seen[-1] if seen else err
         # The server's refusal arrives as a plain protocol error naming it.
-        rejected = isinstance(cause, nats.errors.AuthorizationError) or "authorization violation" in str(cause).lower()
+        rejected = isinstance(cause, nats_errors.AuthorizationError) or "authorization violation" in str(cause).lower()
         raise EngineUnavailable(
             "connect to",
             f"nats instance {instance.name!r} at {instance.address}",
@@ -296,8 +291,8 @@ def api_errors(verb: str, what: str) -> Iterator[None]:
     """Turn JetStream API refusals into typed errors that say what to change."""
     try:
         yield
-    except APIError as err:
-        if isinstance(err, NatsNotFound):
+    except jetstream_errors.APIError as err:
+        if isinstance(err, jetstream_errors.NotFoundError):
             raise NotFound(verb, what, err.description or "not found") from err
         hint = _SPEC_ERRORS.get(err.err_code or 0, "change the declaration; retrying will not help")
         raise InvalidSpec(verb, what, f"the server refused: {err.description}", hint) from err
@@ -310,7 +305,7 @@ def _value(value: Any) -> Any:
 async def stream_info(js: JetStreamContext, name: str) -> StreamInfo | None:
     try:
         return await js.stream_info(name)
-    except NatsNotFound:
+    except jetstream_errors.NotFoundError:
         return None
 
 
@@ -448,9 +443,10 @@ class Stream(NatsKind):
 
         async def work(session: Session) -> StreamInfo:
             info = await stream_info(session.js, name)
-            live = info.config if info else StreamConfig(
-                name=name, retention=RetentionPolicy(spec.retention), storage=StorageType(spec.storage),
-                discard=DiscardPolicy.OLD,
+            live = info.config if info else jetstream_api.StreamConfig(
+                name=name, retention=jetstream_api.RetentionPolicy(spec.retention),
+                storage=jetstream_api.StorageType(spec.storage),
+                discard=jetstream_api.DiscardPolicy.OLD,
             )
             if info is not None:
                 require_same("create", f"stream {ident}", stream_params(live), spec.model_dump(), self.create_only)
@@ -521,7 +517,7 @@ async def find_consumer(js: JetStreamContext, owner: str, name: str) -> tuple[St
     for info in await owner_streams(js, owner):
         try:
             return info, await js.consumer_info(info.config.name or "", name)
-        except NatsNotFound:
+        except jetstream_errors.NotFoundError:
             continue
     return None
 
@@ -643,9 +639,10 @@ class Consumer(NatsKind):
 
     @staticmethod
     def _config(name: str, spec: ConsumerSpec, metadata: dict[str, str]) -> ConsumerConfig:
-        return ConsumerConfig(
+        return jetstream_api.ConsumerConfig(
             name=name, durable_name=name, description=spec.description or None,
-            deliver_policy=DeliverPolicy(spec.deliver_policy), ack_policy=AckPolicy(spec.ack_policy),
+            deliver_policy=jetstream_api.DeliverPolicy(spec.deliver_policy),
+            ack_policy=jetstream_api.AckPolicy(spec.ack_policy),
             ack_wait=float(spec.ack_wait), max_deliver=spec.max_deliver,
             filter_subject=spec.filter_subject, metadata=metadata,
         )
@@ -732,9 +729,10 @@ class Kv(NatsKind):
     @staticmethod
     def _new_config(bucket: str, spec: KvSpec) -> StreamConfig:
         """The KV stream layout nats clients (nats.go, nats-py) create and expect."""
-        return StreamConfig(
-            name=KV_STREAM_PREFIX + bucket, subjects=[f"$KV.{bucket}.>"], storage=StorageType(spec.storage),
-            allow_rollup_hdrs=True, allow_direct=True, deny_delete=True, discard=DiscardPolicy.NEW,
+        return jetstream_api.StreamConfig(
+            name=KV_STREAM_PREFIX + bucket, subjects=[f"$KV.{bucket}.>"],
+            storage=jetstream_api.StorageType(spec.storage),
+            allow_rollup_hdrs=True, allow_direct=True, deny_delete=True, discard=jetstream_api.DiscardPolicy.NEW,
             max_consumers=-1, max_msgs=-1, max_msg_size=-1,
         )
 

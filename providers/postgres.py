@@ -21,15 +21,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Iterable, Iterator
 
-import psycopg
-from psycopg import sql
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
+
+# Imported on the first engine call: the program, check and diff never need them.
+psycopg = LazyModule("psycopg")
+sql = LazyModule("psycopg.sql")
 
 ENGINE = "postgres"
 MAX_IDENTIFIER_BYTES = 63

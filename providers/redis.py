@@ -25,16 +25,16 @@ import re
 from contextlib import contextmanager
 from typing import Annotated, Any, Iterator
 
-import redis as redis_py
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from providers.base import KindProvider, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
+
+# Imported on the first engine call: the program, check and diff never need it.
+redis_py = LazyModule("redis")
 
 ENGINE = "redis"
 ALLOCATIONS_KEY = "devstack:index-allocations"
@@ -99,7 +99,7 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
     client = redis_py.Redis(
         host=instance.host, port=instance.port, username=instance.admin_user, password=instance.password(),
         socket_timeout=10, socket_connect_timeout=5, decode_responses=True,
-        retry=Retry(NoBackoff(), 0),  # fail fast: the default retries a refused connection for seconds
+        retry=redis_py.retry.Retry(redis_py.backoff.NoBackoff(), 0),  # fail fast: the default retries a refused connection for seconds
     )
     try:
         client.ping()

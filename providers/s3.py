@@ -22,19 +22,21 @@ import threading
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
 
-import botocore.exceptions
-import urllib3.exceptions
-from botocore.exceptions import ClientError
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, Observed, lazy_import, one_per_key
+from providers.base import KindProvider, LazyModule, Observed, lazy_import, one_per_key
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
+    from botocore.exceptions import ClientError
+
+# Imported on the first engine call: the program, check and diff never need them.
+boto_errors = LazyModule("botocore.exceptions")
+urllib3_errors = LazyModule("urllib3.exceptions")
 
 DEFAULT_REGION = "us-east-1"
 MANAGED_TAG, MANAGED_VALUE = "managed-by", "devstack"
@@ -43,8 +45,10 @@ RESERVED_TAGS = frozenset({MANAGED_TAG, OWNER_TAG, STACK_TAG})
 #: S3 allows 50 tags on a bucket; the marker takes three of them.
 MAX_USER_TAGS = 50 - len(RESERVED_TAGS)
 
-#: Transport failures: the engine did not answer (as opposed to answering "no").
-_UNREACHABLE = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError, urllib3.exceptions.HTTPError)
+
+def transport_failures() -> tuple[type[Exception], ...]:
+    """Errors that mean the engine did not answer (as opposed to answering "no")."""
+    return boto_errors.ConnectionError, boto_errors.HTTPClientError, urllib3_errors.HTTPError
 
 
 # --- plumbing ---------------------------------------------------------------
@@ -100,7 +104,7 @@ def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
     """Turn "the engine did not answer" into EngineUnavailable naming it, its address and the fix."""
     try:
         yield
-    except _UNREACHABLE as err:
+    except transport_failures() as err:
         cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineUnavailable(
             "connect to", f"{engine} instance {instance.name!r} at {instance.address}", cause,
@@ -262,7 +266,7 @@ def bucket_name(name: str, owner: str) -> str:
 def bucket_exists(s3: BaseClient, bucket: str) -> bool:
     try:
         s3.head_bucket(Bucket=bucket)
-    except ClientError as err:
+    except boto_errors.ClientError as err:
         if http_status(err) == 404 or error_code(err) in ("404", "NoSuchBucket"):
             return False
         raise
@@ -272,7 +276,7 @@ def bucket_exists(s3: BaseClient, bucket: str) -> bool:
 def bucket_tags(s3: BaseClient, bucket: str) -> dict[str, str]:
     try:
         return tag_dict(s3.get_bucket_tagging(Bucket=bucket).get("TagSet", []))
-    except ClientError as err:
+    except boto_errors.ClientError as err:
         if error_code(err) == "NoSuchTagSet":
             return {}
         raise
@@ -286,7 +290,7 @@ def _versioning(s3: BaseClient, bucket: str) -> str | None:
 def _object_lock(s3: BaseClient, bucket: str) -> bool:
     try:
         config = s3.get_object_lock_configuration(Bucket=bucket).get("ObjectLockConfiguration") or {}
-    except ClientError as err:
+    except boto_errors.ClientError as err:
         if error_code(err) == "ObjectLockConfigurationNotFoundError":
             return False
         raise
@@ -402,7 +406,7 @@ class Bucket(GuardedKind):
         empty_bucket(s3, bucket, bypass_retention=bool(observed.params.get("object_lock")))
         try:
             s3.delete_bucket(Bucket=bucket)
-        except ClientError as err:
+        except boto_errors.ClientError as err:
             if error_code(err) == "NoSuchBucket":
                 raise NotFound("drop", f"bucket {ident}", "it does not exist") from err
             raise
@@ -417,7 +421,7 @@ class Bucket(GuardedKind):
             args["CreateBucketConfiguration"] = {"LocationConstraint": region_of(instance)}
         try:
             s3.create_bucket(**args)
-        except ClientError as err:
+        except boto_errors.ClientError as err:
             if error_code(err) in _ALREADY_EXISTS:
                 # Created by someone else since we looked: not ours to tag.
                 raise self._conflict("create", ident, self.observe(instance, ident) or Observed(owner=None)) from err
@@ -475,7 +479,7 @@ def rule_id(name: str, owner: str) -> str:
 def _rules(s3: BaseClient, bucket: str) -> list[dict[str, Any]]:
     try:
         return list(s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", []))
-    except ClientError as err:
+    except boto_errors.ClientError as err:
         if error_code(err) == "NoSuchLifecycleConfiguration":
             return []
         raise
@@ -602,7 +606,7 @@ class Lifecycle(GuardedKind):
                 if tags_owner(bucket_tags(s3, bucket)) != owner:
                     continue
                 found += [(bucket, r) for r in _rules(s3, bucket) if r.get("ID") == rule]
-            except ClientError as err:
+            except boto_errors.ClientError as err:
                 if error_code(err) != "NoSuchBucket":  # dropped while we looked: nothing there
                     raise
         return found

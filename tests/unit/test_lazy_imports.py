@@ -1,4 +1,5 @@
-"""Client libraries the program never needs are imported on first engine call, safely from many threads."""
+"""Client libraries the program, check and diff never need are imported on the first engine call,
+safely from many threads."""
 
 from __future__ import annotations
 
@@ -15,13 +16,27 @@ def run(code: str) -> str:
     return done.stdout.strip()
 
 
-def test_loading_every_kind_imports_neither_boto3_nor_minio():
+#: Client libraries that loading a kind (as the program, check and diff do) must not import.
+LAZY = ("boto3", "botocore", "minio", "nats", "psycopg", "redis", "urllib3")
+
+
+def test_loading_every_kind_imports_no_client_library():
     out = run("import sys\n"
               "from providers import registry\n"
               "kinds = [k for e in registry.engines() for k in registry.kinds(e)]\n"
-              "print(len(kinds), sorted(m for m in ('boto3', 'minio') if m in sys.modules))")
+              f"print(len(kinds), sorted(m for m in {LAZY!r} if m in sys.modules))")
     count, loaded = out.split(" ", 1)
     assert int(count) > 10 and loaded == "[]"
+
+
+def test_a_lazy_module_loads_on_first_use():
+    """The module is imported by the first attribute read, and its attributes are the real ones."""
+    out = run("import sys\n"
+              "from providers.postgres import psycopg, sql\n"
+              "before = 'psycopg' in sys.modules\n"
+              "import psycopg.sql as real\n"
+              "print(before, sql.Identifier is real.Identifier, psycopg.errors is sys.modules['psycopg.errors'])")
+    assert out == "False True True"
 
 
 def test_first_use_from_many_threads_builds_one_client_each():
