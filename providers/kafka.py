@@ -412,12 +412,28 @@ def describe_topic(admin: AdminClient, name: str, what: str) -> Any | None:
         raise refusal(err, "describe", what) from err
 
 
-def dynamic_configs(admin: AdminClient, name: str, what: str) -> dict[str, str]:
-    """The topic's own configs (those set on it, not inherited from the broker)."""
+def dynamic_configs(admin: AdminClient, name: str, what: str) -> dict[str, str] | None:
+    """The topic's own configs (those set on it, not inherited from the broker); None when it is gone."""
     resource = ConfigResource(ResourceType.TOPIC, name)
     (future,) = admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT).values()
-    entries = result(future, "describe", what)
+    try:
+        entries = future.result(timeout=REQUEST_TIMEOUT)
+    except KafkaException as err:
+        if error_code(err) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise refusal(err, "describe", what) from err
     return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def live_topic(admin: AdminClient, name: str, what: str) -> dict[str, Any] | None:
+    """The live topic in the form of TopicSpec's dump, or None when it does not exist.
+
+    Two requests: a topic deleted between them (the metadata can still list a topic
+    the broker is deleting) is gone, not an error.
+    """
+    description = describe_topic(admin, name, what)
+    configs = dynamic_configs(admin, name, what) if description is not None else None
+    return None if configs is None else topic_params(description, configs)
 
 
 def topic_params(description: Any, configs: dict[str, str]) -> dict[str, Any]:
@@ -449,10 +465,9 @@ class Topic(KafkaKind):
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
         admin = admin_client(instance)
-        description = describe_topic(admin, name, what)
-        if description is None:
+        params = live_topic(admin, name, what)
+        if params is None:
             return None
-        params = topic_params(description, dynamic_configs(admin, name, what))
         return Observed(owner=self.marked_owner(instance, admin, ident), params=params,
                         attributes={"topic": name, "partitions": params["partitions"]})
 
@@ -462,11 +477,10 @@ class Topic(KafkaKind):
         admin = admin_client(instance)
         # Marker first: a crash before the topic exists leaves a harmless marker, never an unmarked topic.
         self.mark(instance, admin, ident, props.get("stack", ""))
-        description = describe_topic(admin, name, what)
-        if description is None:
+        live = live_topic(admin, name, what)
+        if live is None:
             create_topic(admin, name, spec, what)
         else:
-            live = topic_params(description, dynamic_configs(admin, name, what))
             if live["replication_factor"] != spec.replication_factor:
                 raise Unsupported("create", what, f"it exists with replication_factor {live['replication_factor']} "
                                   "and Kafka cannot change it in place here", "declare that value, or purge and re-create")
@@ -477,10 +491,10 @@ class Topic(KafkaKind):
         name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
         spec = TopicSpec.model_validate(new.get("params") or {})
         admin = admin_client(instance)
-        description = describe_topic(admin, name, what)
-        if description is None:
+        live = live_topic(admin, name, what)
+        if live is None:
             raise NotFound("update", what, "it no longer exists", "run `pulumi refresh`, then `pulumi up` to re-create it")
-        self._converge(admin, name, spec, topic_params(description, dynamic_configs(admin, name, what)), what)
+        self._converge(admin, name, spec, live, what)
         self.mark(instance, admin, ident, new.get("stack", ""))
         return self._attributes(instance, name, spec)
 

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 )
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
-from providers.kafka import MARKER_TOPIC, Acl, Topic, kafka_name, read_markers, write_marker
+from providers.kafka import MARKER_TOPIC, Acl, Topic, dynamic_configs, kafka_name, read_markers, write_marker
 from tests.engines.conftest import props
 
 BOOTSTRAP = "127.0.0.1:29092"
@@ -217,6 +217,12 @@ def test_topic_update_in_place_then_drift(topic, owner, kadmin):
     while topic.read("id", outs).id != "":
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+def test_configs_of_a_topic_that_is_gone_are_none_not_an_error(kadmin, owner):
+    """Read describes a topic, then its configs: a topic deleted in between (the broker's
+    metadata can still list one being deleted) must read as gone, not as a broker refusal."""
+    assert dynamic_configs(kadmin, f"{owner}.never-created", "topic x") is None
 
 
 def test_partition_decrease_is_refused_with_the_reason(topic, owner, kadmin):
