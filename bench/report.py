@@ -56,6 +56,11 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def _median_of(value: float | list[float] | None) -> float | None:
+    """A list's median; a single number (reports of one round) as it is."""
+    return median(value) if isinstance(value, list) else value
+
+
 def _s(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
@@ -65,12 +70,15 @@ def _x(value: float | None) -> str:
 
 
 def b1_table(report: dict[str, Any]) -> list[str]:
-    lines = ["| N | devstack `up` | (a) direct | (b) no-op `up` | ours/(a) | ours/(b) | devstack destroy (purge) |",
+    # Reports from before B1 had rounds hold one run per size and no "runs".
+    rounds = max((len(row["runs"]["ours"]) for row in report["b1"].values() if "runs" in row), default=1)
+    lines = [f"B1, median of {rounds} round{'s' if rounds != 1 else ''} at each N:", "",
+             "| N | devstack `up` | (a) direct | (b) no-op `up` | ours/(a) | ours/(b) | devstack destroy (purge) |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for n, row in sorted(report["b1"].items(), key=lambda item: int(item[0])):
         lines.append(f"| {n} | {_s(row['ours'])} | {_s(row['direct'])} | {_s(row['noop'])} | "
                      f"{_x(row['ours'] / row['direct'])} | {_x(row['ours'] / row['noop'])} | "
-                     f"{_s(report.get('destroy', {}).get(n))} |")
+                     f"{_s(_median_of(report.get('destroy', {}).get(n)))} |")
     sizes = sorted(int(n) for n in report["b1"])
     if len(sizes) >= 2:
         first, last = str(sizes[0]), str(sizes[-1])

@@ -3,6 +3,7 @@
 B1  `pulumi up` creating N tenant resources over all six engines, beside
     (a) the same engine operations done directly with the client libraries
     and (b) `pulumi up` of N no-op dynamic resources (Pulumi's own floor).
+    The three run in turn, --repeat rounds at each N; medians are reported.
 B2  no-change `pulumi preview` and `pulumi up` at the largest N, beside the
     no-op floor; then both again with every instance on a closed port, which
     succeeds only if check and diff make no engine call.
@@ -36,7 +37,7 @@ from pulumi import automation as auto
 
 from bench import direct, memory, stacks, sweep
 from bench import workload as wl
-from bench.report import targets, table
+from bench.report import median, targets, table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _started = time.monotonic()
@@ -96,24 +97,36 @@ class Runner:
     # --- B1 per size ----------------------------------------------------
 
     def size(self, n: int, largest: bool) -> None:
+        """B1 at one size: (a), (b) and ours in turn, `--repeat` rounds; the row holds each one's median.
+
+        Interleaved rounds, so a slow spell of the machine weighs on all three alike.
+        B2 and B3 use the stacks of the first round at the largest size.
+        """
         workload = wl.Workload(wl.new_prefix(), n)
         self.prefixes.append(workload.prefix)
-        row: dict[str, Any] = {"prefix": workload.prefix, "projects": len(workload.projects)}
-        row["direct"] = self.timed(f"N={n} (a) direct", lambda: direct.run(workload, self.shared, self.admin))[1]
+        runs: dict[str, list[float]] = {"direct": [], "noop": [], "ours": []}
+        for i in range(self.args.repeat):
+            label = f"N={n} round {i + 1}/{self.args.repeat}"
+            runs["direct"].append(self.direct(label, workload))
+            with stacks.scratch_dir() as base:
+                runs["noop"].append(self.noop(base, workload, largest and i == 0, label))
+            with stacks.scratch_dir() as base:
+                runs["ours"].append(self.ours(base, workload, largest and i == 0, label))
+        self.results["b1"][str(n)] = {"prefix": workload.prefix, "projects": len(workload.projects),
+                                      **{key: median(values) for key, values in runs.items()}, "runs": runs}
+
+    def direct(self, label: str, workload: wl.Workload) -> float:
+        seconds = self.timed(f"{label} (a) direct", lambda: direct.run(workload, self.shared, self.admin))[1]
         swept = sweep.sweep(workload.prefix, self.shared, self.admin)
         if sum(swept.values()) != _expected_objects(workload):
             raise RuntimeError(f"direct baseline made {swept}, expected {_expected_objects(workload)} objects")
-        with stacks.scratch_dir() as base:
-            row["noop"] = self.noop(base, workload, largest)
-        with stacks.scratch_dir() as base:
-            row["ours"] = self.ours(base, workload, largest)
-        self.results["b1"][str(n)] = row
+        return seconds
 
-    def noop(self, base: Path, workload: wl.Workload, largest: bool) -> float:
+    def noop(self, base: Path, workload: wl.Workload, largest: bool, label: str) -> float:
         stack = stacks.noop_stack(base, workload)
         n = workload.size
         try:
-            seconds, up = self.timed(f"N={n} (b) no-op up", stack.up, rss="noop")
+            seconds, up = self.timed(f"{label} (b) no-op up", stack.up, rss="noop")
             _expect(up, "create", _expected_resources(workload))
             if largest:
                 self.results["b2_noop"] = {
@@ -122,15 +135,15 @@ class Runner:
                 }
                 self.results["b3_noop"] = self.repeat(f"N={n} (b) no-op refresh", stack.refresh)
         finally:
-            destroy_s, _ = self.timed(f"N={n} (b) no-op destroy", stack.destroy)
-            self.results.setdefault("destroy_noop", {})[str(n)] = destroy_s
+            destroy_s, _ = self.timed(f"{label} (b) no-op destroy", stack.destroy)
+            self.results.setdefault("destroy_noop", {}).setdefault(str(n), []).append(destroy_s)
         return seconds
 
-    def ours(self, base: Path, workload: wl.Workload, largest: bool) -> float:
+    def ours(self, base: Path, workload: wl.Workload, largest: bool, label: str) -> float:
         stack = stacks.devstack_stack(base, workload, self.admin, self.args.providers_from)
         n = workload.size
         try:
-            seconds, up = self.timed(f"N={n} devstack up", stack.up, rss="devstack")
+            seconds, up = self.timed(f"{label} devstack up", stack.up, rss="devstack")
             _expect(up, "create", _expected_resources(workload))
             live = sweep.sweep(workload.prefix, self.shared, self.admin, dry_run=True)
             if sum(live.values()) != _expected_objects(workload):
@@ -140,8 +153,8 @@ class Runner:
                 self.results["b3"] = self.repeat(f"N={n} devstack refresh", lambda: _unchanged(stack.refresh()),
                                                  rss="devstack")
         finally:
-            destroy_s, _ = self.timed(f"N={n} devstack destroy (purge)", stack.destroy, rss="devstack")
-            self.results.setdefault("destroy", {})[str(n)] = destroy_s
+            destroy_s, _ = self.timed(f"{label} devstack destroy (purge)", stack.destroy, rss="devstack")
+            self.results.setdefault("destroy", {}).setdefault(str(n), []).append(destroy_s)
         return seconds
 
     # --- B2 ---------------------------------------------------------------
@@ -251,7 +264,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="30,120,300", type=lambda s: [int(x) for x in s.split(",")],
                         help="tenant resource counts (default 30,120,300); B2/B3 run at the largest")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each B2/B3 measurement (median reported)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds of B1 at each size, and runs of each B2/B3 measurement (medians reported)")
     parser.add_argument("--budget", type=float, default=1800, help="stop starting new sizes after this many seconds")
     parser.add_argument("--step-timeout", type=float, default=600, help="end any single step after this many seconds")
     parser.add_argument("--out", type=Path, help="JSON file (default bench/results/<date>.json)")
