@@ -289,10 +289,14 @@ class LazyModule:
 
     def __init__(self, name: str) -> None:
         self._name = name
+        self._module: ModuleType | None = None
 
     def __getattr__(self, attribute: str) -> Any:
         # Only reached for what the instance lacks, i.e. every attribute of the module.
-        return getattr(lazy_import(self._name), attribute)
+        # The module is kept once imported: SQL composition reads attributes by the hundred per call.
+        if self._module is None:
+            self._module = lazy_import(self._name)
+        return getattr(self._module, attribute)
 
     def __repr__(self) -> str:
         return f"<lazy module {self._name!r}>"

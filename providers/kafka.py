@@ -401,9 +401,8 @@ class TopicSpec(BaseModel):
         return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
 
-def describe_topic(admin: AdminClient, name: str, what: str) -> Any | None:
-    """The topic's description, or None when it does not exist."""
-    future = admin.describe_topics(TopicCollection([name]), request_timeout=REQUEST_TIMEOUT)[name]
+def _topic_answer(future: Any, what: str) -> Any | None:
+    """Wait for one describe request about a topic; None when the broker says it does not exist."""
     try:
         return future.result(timeout=REQUEST_TIMEOUT)
     except KafkaException as err:
@@ -412,16 +411,18 @@ def describe_topic(admin: AdminClient, name: str, what: str) -> Any | None:
         raise refusal(err, "describe", what) from err
 
 
+def describe_topic(admin: AdminClient, name: str, what: str) -> Any | None:
+    """The topic's description, or None when it does not exist."""
+    return _topic_answer(admin.describe_topics(TopicCollection([name]), request_timeout=REQUEST_TIMEOUT)[name], what)
+
+
 def dynamic_configs(admin: AdminClient, name: str, what: str) -> dict[str, str] | None:
     """The topic's own configs (those set on it, not inherited from the broker); None when it is gone."""
     resource = ConfigResource(ResourceType.TOPIC, name)
     (future,) = admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT).values()
-    try:
-        entries = future.result(timeout=REQUEST_TIMEOUT)
-    except KafkaException as err:
-        if error_code(err) == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return None
-        raise refusal(err, "describe", what) from err
+    entries = _topic_answer(future, what)
+    if entries is None:
+        return None
     return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
 

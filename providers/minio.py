@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pulumi.dynamic import ReadResult
 
 from providers import s3
-from providers.base import KindProvider, Observed, lazy_import, marker_owner, one_per_key, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, one_per_key, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, InvalidSpec
 from providers.identity import Identity
@@ -28,6 +28,12 @@ from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
     from minio.minioadmin import MinioAdmin
+
+# Imported on the first engine call: the program, check and diff never need them.
+minio_credentials = LazyModule("minio.credentials")
+minio_admin = LazyModule("minio.minioadmin")
+minio_errors = LazyModule("minio.error")
+urllib3 = LazyModule("urllib3")
 
 ENGINE = "minio"
 POLICY_PREFIX = "devstack-"
@@ -73,28 +79,18 @@ class MinioLifecycle(s3.Lifecycle):
 # --- admin API ---------------------------------------------------------------
 
 
-# The `minio` package takes over a tenth of a second to import and only engine
-# calls need it, so it is imported on first use.
-
-
 @one_per_key
 def _admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
-    credentials = lazy_import("minio.credentials").StaticProvider(user, secret)
+    credentials = minio_credentials.StaticProvider(user, secret)
     # Fail fast when the server is down instead of the library's 5-minute default.
-    urllib3 = lazy_import("urllib3")
     http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),
                                retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2))
-    admin_class = lazy_import("minio.minioadmin").MinioAdmin
-    return admin_class(endpoint=address, credentials=credentials, region=region, secure=False, http_client=http)
+    return minio_admin.MinioAdmin(endpoint=address, credentials=credentials, region=region, secure=False,
+                                  http_client=http)
 
 
 def admin_client(instance: SharedInstance) -> MinioAdmin:
     return _admin(instance.address, s3.region_of(instance), instance.admin_user, instance.password())
-
-
-def _admin_error() -> type[Exception]:
-    """The admin API's error class (only ever asked for once an admin call has run)."""
-    return lazy_import("minio.error").MinioAdminException
 
 
 def _admin_code(err: Exception) -> str:
@@ -107,7 +103,7 @@ def _admin_code(err: Exception) -> str:
 def _user_info(admin: MinioAdmin, user: str) -> dict[str, Any] | None:
     try:
         return json.loads(admin.user_info(user))
-    except _admin_error() as err:
+    except minio_errors.MinioAdminException as err:
         if _admin_code(err) == "XMinioAdminNoSuchUser":
             return None
         raise
@@ -116,7 +112,7 @@ def _user_info(admin: MinioAdmin, user: str) -> dict[str, Any] | None:
 def _policy_document(admin: MinioAdmin, policy: str) -> dict[str, Any] | None:
     try:
         return json.loads(admin.policy_info(policy))
-    except _admin_error() as err:
+    except minio_errors.MinioAdminException as err:
         if _admin_code(err) == "XMinioAdminNoSuchPolicy":
             return None
         raise
@@ -125,7 +121,7 @@ def _policy_document(admin: MinioAdmin, policy: str) -> dict[str, Any] | None:
 def _ignore_missing(call, *codes: str) -> None:
     try:
         call()
-    except _admin_error() as err:
+    except minio_errors.MinioAdminException as err:
         if _admin_code(err) not in codes:
             raise
 

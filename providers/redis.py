@@ -99,7 +99,8 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
     client = redis_py.Redis(
         host=instance.host, port=instance.port, username=instance.admin_user, password=instance.password(),
         socket_timeout=10, socket_connect_timeout=5, decode_responses=True,
-        retry=redis_py.retry.Retry(redis_py.backoff.NoBackoff(), 0),  # fail fast: the default retries a refused connection for seconds
+        # Fail fast: the default retries a refused connection for seconds.
+        retry=redis_py.retry.Retry(redis_py.backoff.NoBackoff(), 0),
     )
     try:
         client.ping()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, LazyModule, Observed, lazy_import, one_per_key
+from providers.base import KindProvider, LazyModule, Observed, one_per_key
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from botocore.exceptions import ClientError
 
 # Imported on the first engine call: the program, check and diff never need them.
+boto3 = LazyModule("boto3")
+botocore_config = LazyModule("botocore.config")
 boto_errors = LazyModule("botocore.exceptions")
 urllib3_errors = LazyModule("urllib3.exceptions")
 
@@ -65,9 +67,7 @@ def endpoint_of(instance: SharedInstance) -> str:
 
 @one_per_key
 def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
-    # boto3 takes a tenth of a second to import: only engine calls pay for it.
-    boto3 = lazy_import("boto3")
-    config = lazy_import("botocore.config").Config(
+    config = botocore_config.Config(
         connect_timeout=3,
         read_timeout=30,
         retries={"max_attempts": 2, "mode": "standard"},

@@ -13,6 +13,12 @@ import socket
 import threading
 
 
+def proxy_every_instance(shared: dict[str, dict]) -> tuple[dict[str, "Proxy"], dict[str, dict]]:
+    """A started proxy per shared instance, and the instances as the stack config names them through it."""
+    proxies = {name: Proxy(int(instance["port"])).start() for name, instance in shared.items()}
+    return proxies, {name: {**instance, "port": proxies[name].port} for name, instance in shared.items()}
+
+
 class Proxy:
     def __init__(self, target_port: int, host: str = "127.0.0.1") -> None:
         self.host, self.target = host, (host, target_port)

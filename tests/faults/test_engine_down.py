@@ -12,7 +12,7 @@ from pulumi import automation as auto
 
 from bench.sweep import sweep
 from tests.faults.conftest import changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
-from tests.faults.proxy import Proxy
+from tests.faults.proxy import Proxy, proxy_every_instance
 
 # Bounded: a hung pulumi run fails this test instead of holding up the suite.
 pytestmark = pytest.mark.timeout(240)
@@ -34,8 +34,7 @@ def assert_ledger_unchanged(env: dict, before: dict) -> None:
 
 
 def test_engines_down_then_back(project_dir, offline_env, pulumi_command, admin, shared, prefix):
-    proxies = {name: Proxy(int(instance["port"])).start() for name, instance in shared.items()}
-    via_proxies = {name: {**instance, "port": proxies[name].port} for name, instance in shared.items()}
+    proxies, via_proxies = proxy_every_instance(shared)
     files = [write_project(project_dir, f"{prefix}-a", every_engine())]
     stack = new_stack(project_dir, offline_env, pulumi_command)
     configure(stack, files, via_proxies, admin)

@@ -14,14 +14,13 @@ import pytest
 from pulumi import automation as auto
 
 from tests.faults.conftest import changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
-from tests.faults.proxy import Proxy
+from tests.faults.proxy import proxy_every_instance
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def test_refresh_after_an_instance_moved(project_dir, offline_env, pulumi_command, admin, shared, prefix):
-    proxies = {name: Proxy(int(instance["port"])).start() for name, instance in shared.items()}
-    via_proxies = {name: {**instance, "port": proxies[name].port} for name, instance in shared.items()}
+    proxies, via_proxies = proxy_every_instance(shared)
     files = [write_project(project_dir, f"{prefix}-m", every_engine())]
     stack = new_stack(project_dir, offline_env, pulumi_command)
     configure(stack, files, via_proxies, admin)
