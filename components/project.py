@@ -74,7 +74,7 @@ class Project(pulumi.ComponentResource):
             "kind": decl.kind,
             "name": decl.name or self._file.name,
             "owner": self._file.name,
-            "params": decl.params,
+            "params": provider.normalized_params(decl.params, decl.name or self._file.name, self._file.name),
             "credentials": decl.credentials,
             "purge": decl.purge,
             "stack": stack,

@@ -85,6 +85,16 @@ class KindProvider(ResourceProvider):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._instances = {}
 
+    @classmethod
+    def normalized_params(cls, params: dict[str, Any] | None, name: str, owner: str) -> dict[str, Any]:
+        """`params` as check stores them: validated, defaults filled in, JSON types.
+
+        The program registers params in this form too. Pulumi shows a refresh's
+        input diff against the program's inputs, so raw ones would flag `~params`
+        on every unchanged resource.
+        """
+        return cls.Spec.model_validate(params or {}).model_dump(mode="json")
+
     # --- hooks -----------------------------------------------------------
 
     @classmethod
@@ -148,8 +158,8 @@ class KindProvider(ResourceProvider):
             failures.append(CheckFailure("credentials", f"must be one of {', '.join(CREDENTIAL_POLICIES)}"))
         inputs = dict(news)
         try:
-            spec = self.Spec.model_validate(news.get("params") or {})
-            inputs["params"] = spec.model_dump(mode="json")
+            inputs["params"] = self.normalized_params(news.get("params"), str(news.get("name") or ""),
+                                                      str(news.get("owner") or ""))
         except ValidationError as err:
             failures.extend(
                 CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"])

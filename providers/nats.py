@@ -360,7 +360,7 @@ class NatsKind(KindProvider):
         return CheckResult(result.inputs, failures)
 
     def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
-        """Owner-dependent checks of validated params; may fill in owner-derived defaults."""
+        """Owner-dependent checks of validated (normalized) params."""
         return []
 
     @staticmethod
@@ -406,9 +406,14 @@ class Stream(NatsKind):
     create_only = frozenset({"retention", "storage"})
     attributes = ("host", "port", "stream", "subjects")
 
+    @classmethod
+    def normalized_params(cls, params: dict[str, Any] | None, name: str, owner: str) -> dict[str, Any]:
+        normalized = super().normalized_params(params, name, owner)
+        if normalized.get("subjects") is None and name and owner:
+            normalized["subjects"] = default_subjects(name, owner)
+        return normalized
+
     def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
-        if params.get("subjects") is None:
-            params["subjects"] = default_subjects(name, owner)
         return subjects_failures("params.subjects", params["subjects"], owner)
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:

@@ -22,6 +22,10 @@ def test_deleted_and_changed_behind_pulumis_back(project_dir, offline_env, pulum
     engines = Engines(shared, admin)
     try:
         assert changes(stack.up()) == {"create": 2 + 2 + 12}  # stack, workspace, 2 projects, 12 tenants
+        # Nothing changed yet: a refresh that runs the program (as scripts/up does) shows no difference anywhere.
+        unchanged = stack.refresh(run_program=True)
+        assert changes(unchanged) == {}
+        assert "diff:" not in unchanged.stdout, unchanged.stdout
         for engine in ENGINES:
             engines.drop(engine, dropped)
             engines.change(engine, changed)
