@@ -120,7 +120,9 @@ class _AwsKind(s3.GuardedKind):
     ) -> dict[str, Any]:
         self.enforce("create", ident, spec)
         if self.observe(instance, ident) is None:
-            self.make(instance, ident, spec, props.get("stack"))
+            made = self.make(instance, ident, spec, props.get("stack"))
+            if made is not None:
+                return made
         return self.converge(instance, ident, spec, props.get("stack"))
 
     def update_resource(
@@ -130,8 +132,12 @@ class _AwsKind(s3.GuardedKind):
         self.enforce("update", ident, spec)
         return self.converge(instance, ident, spec, new.get("stack"))
 
-    def make(self, instance: SharedInstance, ident: Identity, spec: Any, stack: str | None) -> None:
-        """Create the resource, marker tags included where the API takes them at creation."""
+    def make(self, instance: SharedInstance, ident: Identity, spec: Any, stack: str | None) -> dict[str, Any] | None:
+        """Create the resource, marker tags included where the API takes them at creation.
+
+        Return its attributes when the creation call applied the whole spec, or None
+        to have `converge` finish it.
+        """
         raise NotImplementedError
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: Any, stack: str | None) -> dict[str, Any]:
@@ -213,18 +219,26 @@ class Queue(_AwsKind):
             attributes={**location(instance), "queue": name, "queueUrl": url, "queueArn": live["QueueArn"]},
         )
 
-    def make(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> None:
+    def make(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> dict[str, Any] | None:
         name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
         attributes = {**_queue_attributes(spec), **({"FifoQueue": "true"} if spec.fifo else {})}
-        url = sqs.create_queue(QueueName=name, Attributes=attributes, tags=s3.marker_tags(ident, stack))["QueueUrl"]
+        marker = s3.marker_tags(ident, stack)
+        url = sqs.create_queue(QueueName=name, Attributes=attributes, tags=marker)["QueueUrl"]
         # CreateQueue returns an existing queue of the same attributes: it must be ours.
-        self.claimed(ident, sqs.list_queue_tags(QueueUrl=url).get("Tags", {}))
+        tags = sqs.list_queue_tags(QueueUrl=url).get("Tags", {})
+        self.claimed(ident, tags)
+        # Attributes and tags went in with the create; a queue another run made needs re-marking.
+        return self._attributes(instance, sqs, name, url) if tags == marker else None
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> dict[str, Any]:
         name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
         url = _queue_url(sqs, name)
         sqs.set_queue_attributes(QueueUrl=url, Attributes=_queue_attributes(spec))
         sqs.tag_queue(QueueUrl=url, Tags=s3.marker_tags(ident, stack))
+        return self._attributes(instance, sqs, name, url)
+
+    @staticmethod
+    def _attributes(instance: SharedInstance, sqs: BaseClient, name: str, url: str) -> dict[str, Any]:
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         return {**location(instance), "queue": name, "queueUrl": url, "queueArn": arn}
 
@@ -282,12 +296,16 @@ class Topic(_AwsKind):
         return Observed(owner=s3.tags_owner(tags), params=params,
                         attributes={**location(instance), "topic": name, "topicArn": arn})
 
-    def make(self, instance: SharedInstance, ident: Identity, spec: TopicSpec, stack: str | None) -> None:
+    def make(self, instance: SharedInstance, ident: Identity, spec: TopicSpec, stack: str | None) -> dict[str, Any] | None:
         name, sns = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sns")
         attributes = {**_topic_attributes(spec), **({"FifoTopic": "true"} if spec.fifo else {})}
-        arn = sns.create_topic(Name=name, Attributes=attributes, Tags=s3.tag_list(s3.marker_tags(ident, stack)))["TopicArn"]
+        marker = s3.marker_tags(ident, stack)
+        arn = sns.create_topic(Name=name, Attributes=attributes, Tags=s3.tag_list(marker))["TopicArn"]
         # CreateTopic is idempotent: an existing topic must already be ours.
-        self.claimed(ident, s3.tag_dict(sns.list_tags_for_resource(ResourceArn=arn).get("Tags", [])))
+        tags = s3.tag_dict(sns.list_tags_for_resource(ResourceArn=arn).get("Tags", []))
+        self.claimed(ident, tags)
+        # Attributes and tags went in with the create; a topic another run made needs re-marking.
+        return {**location(instance), "topic": name, "topicArn": arn} if tags == marker else None
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: TopicSpec, stack: str | None) -> dict[str, Any]:
         name, sns = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sns")

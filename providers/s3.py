@@ -5,7 +5,7 @@ One S3 implementation serves both object-storage engines: the `bucket` kind
 so `providers.minio` and `providers.localstack` only name the engine. Besides
 the S3 kinds, this module holds what every kind of those two engines needs:
 
-- one boto3 client per (instance, service), built lazily and never pickled;
+- one boto3 client per (instance, service, key), built lazily from one session and never pickled;
 - `GuardedKind`: name rules reported by `check`, connection failures turned
   into EngineUnavailable, and ownership re-checked before any update or drop;
 - the ownership marker as tags (`managed-by=devstack`, `devstack-owner`,
@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import threading
 from contextlib import contextmanager, nullcontext
+from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
 
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
@@ -65,6 +66,16 @@ def endpoint_of(instance: SharedInstance) -> str:
     return f"http://{instance.host}:{instance.port}"
 
 
+@cache
+def _session() -> Any:
+    """The boto3 session every client is built from, so service models and endpoint rules are parsed once.
+
+    A session is not safe across threads (its clients are): only `_client` calls
+    this, and it runs under one_per_key's lock.
+    """
+    return boto3.session.Session()
+
+
 @one_per_key
 def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
     config = botocore_config.Config(
@@ -74,8 +85,7 @@ def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> 
         # MinIO and moto serve buckets under the endpoint's path, not as subdomains.
         s3={"addressing_style": "path"},
     )
-    # A Session per client: boto3's default session is not safe across the provider's threads.
-    return boto3.session.Session().client(
+    return _session().client(
         service, endpoint_url=endpoint, region_name=region,
         aws_access_key_id=key, aws_secret_access_key=secret, config=config,
     )

@@ -496,6 +496,21 @@ def test_fifo_flag_and_name_must_agree(provider_for, owner):
         assert failure.property == "params.fifo" and "must end in '.fifo'" in failure.reason
 
 
+@pytest.mark.parametrize("kind, oob", [(Queue, QueueOutOfBand()), (Topic, TopicOutOfBand())], ids=["queue", "topic"])
+def test_create_that_finds_ours_from_another_run_re_marks_it(kind, oob, provider_for, owner, monkeypatch):
+    # The create call applies attributes and tags in one go, so a fresh resource is not
+    # converged again; one that appeared after observe (made by another run) still is.
+    provider, name = provider_for(kind), f"{owner}-jobs"
+    try:
+        provider.create(checked(provider, "jobs", owner, {}, stack="other"))
+        monkeypatch.setattr(provider, "observe", lambda *_: None)  # as if it appeared just after observe
+        outs = provider.create(checked(provider, "jobs", owner, {})).outs
+        assert all(outs[k] not in (None, "") for k in kind.attributes)
+        assert (oob.tags(name)["devstack-owner"], oob.tags(name)["devstack-stack"]) == (owner, "test")
+    finally:
+        oob.cleanup(name)
+
+
 def test_fifo_topic_is_created_as_fifo(provider_for, owner):
     topic, oob = provider_for(Topic), TopicOutOfBand()
     name = f"{owner}-events.fifo"
