@@ -161,6 +161,7 @@ def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> Pro
             report.pydantic(err, ("resources", i), ResourceDecl)
     for i, decl in decls:
         _check_resource(i, decl, owner, decls, workspace, report)
+    _check_shared_logins(decls, owner, workspace, report)
     services = _services(data, decls, owner, workspace, report)
     if report.problems or header is None:
         return None
@@ -215,6 +216,25 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
                               for _, d in decls):
             report.add(at + ("params", param), f"names no {target_kind} {target!r} on instance {decl.uses!r} "
                                                f"in this project (declare it under resources)")
+
+
+def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:
+    """Declarations that log in as one principal share its password: a generated one would replace the others'."""
+    sharing: dict[tuple[str, str], list[tuple[int, ResourceDecl]]] = {}
+    for i, decl in decls:
+        instance = workspace.shared.get(decl.uses)
+        provider = registry.kinds(instance.engine).get(decl.kind) if instance else None
+        if provider is not None and provider.login_per_owner:
+            sharing.setdefault((decl.uses, decl.kind), []).append((i, decl))
+    for (uses, kind), group in sharing.items():
+        if len(group) < 2:
+            continue
+        for i, decl in group:
+            if decl.credentials == "generated":
+                report.add(("resources", i, "credentials"),
+                           f"the {len(group)} {kind} declarations of project {owner!r} on instance {uses!r} all log in as "
+                           f"the project's one role, so a generated password would replace the others' (use "
+                           f"`credentials: predictable` on each, or declare a `user` for a login with its own password)")
 
 
 def _services(data: dict, decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> dict[str, ServiceDecl]:

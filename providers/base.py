@@ -69,6 +69,9 @@ class KindProvider(ResourceProvider):
     references: ClassVar[dict[str, str]] = {}
     #: Kinds on the same instance this one is created after and deleted before.
     after_kinds: ClassVar[tuple[str, ...]] = ()
+    #: Every declaration of this kind by one project on one instance logs in as the
+    #: same principal, so they can only agree on a password if none is generated.
+    login_per_owner: ClassVar[bool] = False
 
     # The provider holds no secret when pickled into the state (admin
     # credentials arrive later through configure), so it need not be one.

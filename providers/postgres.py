@@ -251,6 +251,7 @@ class Database(KindProvider):
     engine = ENGINE
     kind = "database"
     Spec = DatabaseSpec
+    login_per_owner = True  # every database of a project owns (and logs in as) the project's role
     create_only = frozenset({"encoding", "locale"})
     attributes = ("host", "port", "user", "database", "password")
     secret_outputs = ("password",)

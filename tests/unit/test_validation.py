@@ -86,6 +86,9 @@ CASES = [
     (db() + "  - uses: pg\n    kind: database\n    name: shop  # <-\n", "resources[1].name", "collides with p0/devstack.yaml resources[0]"),
     (HEADER + "resources:\n  - {uses: pg, kind: database, name: my-db}\n  - {uses: pg, kind: database, name: my_db}  # <-\n",
      "resources[1].name", "'my_db' on instance 'pg'"),
+    # one login role per project and instance: its databases cannot each generate a password
+    (db() + "  - uses: pg\n    kind: database\n    name: orders\n    credentials: generated  # <-\n",
+     "resources[1].credentials", "all log in as the project's one role"),
     # services
     (HEADER + "services: [api]  # <-\n", "services", "must be a mapping"),
     (HEADER + "services:\n  api:\n    port: 80  # <-\n", "services.api.port", "unknown field 'port'"),
@@ -128,6 +131,19 @@ def test_bad_input_names_file_field_line_and_rule(tmp_path, text, path, message)
     assert message in match[0].message
     assert match[0].file == "p0/devstack.yaml"
     assert match[0].line == marked_line(text)
+
+
+def test_databases_sharing_the_login_role_may_only_share_a_predictable_password(tmp_path):
+    second = "  - uses: pg\n    kind: database\n    name: orders\n"
+    for case in "abcd":
+        (tmp_path / case).mkdir()
+    assert problems(tmp_path / "a", db() + second) == []  # both predictable: the same derived password
+    assert problems(tmp_path / "b", db("    credentials: generated\n")) == []  # alone: nothing to replace
+    both = problems(tmp_path / "c", db("    credentials: generated\n") + second + "    credentials: generated\n")
+    assert [p.path for p in both] == ["resources[0].credentials", "resources[1].credentials"]
+    other_instance = {**WORKSPACE, "shared": {**WORKSPACE["shared"], "pg2": {**WORKSPACE["shared"]["pg"], "port": 25433}}}
+    apart = db("    credentials: generated\n") + second.replace("uses: pg", "uses: pg2") + "    credentials: generated\n"
+    assert problems(tmp_path / "d", apart, workspace=other_instance) == []  # one role per instance
 
 
 def test_collision_across_projects_names_both_files(tmp_path):
