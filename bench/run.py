@@ -38,6 +38,7 @@ from pulumi import automation as auto
 from bench import direct, memory, stacks, sweep
 from bench import workload as wl
 from bench.report import median, targets, table
+from tools.pulumi_env import let_plugins_see_sigint
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _started = time.monotonic()
@@ -279,6 +280,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    let_plugins_see_sigint()
     stacks.EXTRA_ENV.update(item.split("=", 1) for item in args.env)
     now = datetime.now(timezone.utc)
     results = Runner(args).run()

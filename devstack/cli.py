@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from tools.pulumi_env import let_plugins_see_sigint
+
 #: Command modules, in the order `devstack --help` lists them.
 COMMAND_MODULES = (
     "devstack.ledger_cli",   # resource list/show/gc/rm, destroy
@@ -36,6 +38,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    let_plugins_see_sigint()
     return int(args.func(args) or 0)
 
 

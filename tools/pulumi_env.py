@@ -13,12 +13,25 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import signal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".devstack"
 BIN_DIR = STATE_DIR / "bin"
 PASSPHRASE_FILE = STATE_DIR / "passphrase"
+
+
+def let_plugins_see_sigint() -> None:
+    """Undo an inherited "ignore SIGINT" before this process runs pulumi (call from the main thread).
+
+    A shell without job control starts a background job (`cmd &`) with SIGINT
+    ignored, and an ignored signal passes on to every child. Pulumi stops its
+    plugins with SIGINT and kills them only 5s later, so every command of such
+    a job stalled 5s per plugin.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ensure_passphrase(path: Path = PASSPHRASE_FILE) -> Path:

@@ -1,0 +1,30 @@
+"""The signal disposition pulumi's plugins inherit from whatever runs pulumi."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tools.pulumi_env import ROOT
+
+# Starts with SIGINT ignored, as a background job of a shell without job control does,
+# then reports whether a child it starts (as pulumi starts its plugins) still ignores SIGINT.
+CHILD_IGNORES_SIGINT = """
+import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+if sys.argv[1] == "fix":
+    from tools.pulumi_env import let_plugins_see_sigint
+    let_plugins_see_sigint()
+probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+print(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip())
+"""
+
+
+def child_ignores_sigint(mode: str) -> str:
+    return subprocess.run([sys.executable, "-c", CHILD_IGNORES_SIGINT, mode], cwd=ROOT, capture_output=True,
+                          text=True, check=True, timeout=60).stdout.strip()
+
+
+def test_an_inherited_ignored_sigint_is_not_passed_on_to_plugins():
+    assert child_ignores_sigint("as-is") == "True"  # what a background job hands down without the fix
+    assert child_ignores_sigint("fix") == "False"
