@@ -537,13 +537,19 @@ def partitions_shrink(have: int, want: int) -> str:
 
 
 def create_topic(admin: AdminClient, name: str, spec: TopicSpec, what: str) -> None:
-    """Create the topic, waiting (bounded) while a just-deleted topic of that name is still going away."""
+    """Create the topic, waiting (bounded) while a just-deleted topic of that name is still going away.
+
+    Returns once the topic can be described: CreateTopics answers when the
+    controller has the topic, and the broker that answers describe requests
+    learns of it a moment later. An update or read right after must find it.
+    """
     deadline = time.monotonic() + DELETE_WAIT
     while True:
         topic = NewTopic(name, spec.partitions, spec.replication_factor, config=dict(spec.config))
         future = admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT)[name]
         try:
             future.result(timeout=REQUEST_TIMEOUT)
+            wait_until(lambda: live_topic(admin, name, what) is not None, REQUEST_TIMEOUT)
             return
         except KafkaException as err:
             pending = error_code(err) == KafkaError.TOPIC_ALREADY_EXISTS and describe_topic(admin, name, what) is None
