@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("service")
     add_stack_options(p)
     p.add_argument("--show-secrets", action="store_true", help="print secret values instead of [secret]")
-    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/env.schema.json)")
     p.set_defaults(func=run_env)
 
     p = subparsers.add_parser("exec", help="run a command with a service's environment (secrets never touch a file)",

@@ -313,18 +313,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _filters(p)
     p.add_argument("--purge-data", action="store_true", help="drop the data in the engine too (asks first, or --yes)")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
-    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-rm.schema.json)")
     p.set_defaults(func=run_rm)
 
     p = subparsers.add_parser("destroy", help="empty the workspace's stack; data stays unless --purge-data")
     add_stack_options(p)
     p.add_argument("--purge-data", action="store_true", help="drop every tenant resource's data (asks first, or --yes)")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
-    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/destroy.schema.json)")
     p.set_defaults(func=run_destroy)
 
     p = subparsers.add_parser("recover", help="after a killed `pulumi up`: repair the backend, unlock, "
                               "resolve pending operations against the engines")
     add_stack_options(p)
-    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/recover.schema.json)")
     p.set_defaults(func=run_recover)

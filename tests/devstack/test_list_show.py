@@ -8,12 +8,7 @@ JSON output is checked against devstack/schemas/.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from devstack import ledger
 from devstack.errors import Ambiguous, InvalidQuery, NotFound, ScopeMismatch
@@ -25,7 +20,6 @@ from tests.devstack.conftest import (
     synthetic_resources,
 )
 
-SCHEMAS = Path(ledger.__file__).parent / "schemas"
 PROJECTS, PER_PROJECT = 10, 30
 
 
@@ -55,20 +49,6 @@ def synthetic(tmp_path_factory) -> tuple[Sandbox, object]:
     stack = box.open("syn", create=True)
     import_state(stack, synthetic_resources("syn", rows()))
     return box, stack
-
-
-@pytest.fixture(scope="module")
-def validator():
-    schemas = {p.name: json.loads(p.read_text()) for p in SCHEMAS.glob("*.schema.json")}
-    registry = Registry().with_resources([(s["$id"], Resource.from_contents(s)) for s in schemas.values()])
-    for schema in schemas.values():
-        Draft202012Validator.check_schema(schema)
-
-    def validate(name: str, document: dict) -> None:
-        Draft202012Validator(schemas[name], registry=registry,
-                             format_checker=Draft202012Validator.FORMAT_CHECKER).validate(document)
-
-    return validate
 
 
 def all_pages(stack, limit: int, **filters) -> list[ledger.ResourcePage]:

@@ -142,7 +142,7 @@ def project_a(box: Sandbox, a: str) -> str:
     }}})
 
 
-def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names):
+def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, validator):
     a, b = names
     db_a, db_b = a.replace("-", "_"), b.replace("-", "_")
     files = [project_a(sandbox, a), write(sandbox, b, [{"uses": "pg", "kind": "database", "purge": True}])]
@@ -157,6 +157,7 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names):
     assert env.stdout.splitlines() == ["DATABASE_URL=[secret]", "PGHOST=127.0.0.1", f"PGUSER={db_a}"]
     shown = sandbox.cli_json("env", a, "api", "-w", "rmd", "--show-secrets")
     assert shown["env"]["DATABASE_URL"].startswith(f"postgresql://{db_a}:") and shown["secret_vars"] == ["DATABASE_URL"]
+    validator("env.schema.json", shown)
     code = "import os, psycopg; print(psycopg.connect(os.environ['DATABASE_URL']).execute('select current_database()').fetchone()[0])"
     ran = sandbox.cli("exec", a, "api", "-w", "rmd", "--", "python", "-c", code)
     assert (ran.returncode, ran.stdout.strip()) == (0, db_a), ran.stderr
@@ -181,12 +182,14 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names):
     assert database_exists(admin, db_a)
     purged = sandbox.cli_json("resource", "rm", a, "--kind", "database", "--purge-data", "--yes", "-w", "rmd")
     assert purged["data_dropped"] and purged["untracked"] and not database_exists(admin, db_a)
+    validator("resource-rm.schema.json", purged)
     remaining = {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
     assert remaining == {f"nats/events/stream/{a}@{a}", f"nats/events/consumer/worker@{a}", f"postgres/pg/database/{b}@{b}"}
 
     # destroy without --purge-data keeps every resource's data, even one declared with purge: true.
     destroyed = sandbox.cli_json("destroy", "-w", "rmd")
     assert sorted(destroyed["untracked"]) == sorted(remaining) and destroyed["dropped"] == []
+    validator("destroy.schema.json", destroyed)
     assert database_exists(admin, db_b) and stream_exists(admin, local_shared, a)
     assert sandbox.cli_json("resource", "list", "-w", "rmd")["total"] == 0
     assert stack.export_stack().deployment.get("resources") in (None, [])

@@ -75,7 +75,7 @@ def kill_mid_run(work: Path, env: dict[str, str], log: Path, at_least: int, time
 
 
 def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_command, admin, shared, prefix,
-                                               tmp_path):
+                                               tmp_path, validator):
     projects = [f"{prefix}-{i}" for i in range(PROJECTS)]
     files = [write_project(project_dir, project, every_engine()) for project in projects]
     stack = new_stack(project_dir, offline_env, pulumi_command)
@@ -91,6 +91,7 @@ def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_
         # The documented recovery (README): devstack recover, then up.
         recovery = ledger.recover("faults", work_dir=project_dir, env=offline_env)
         assert recovery.pending_cleared == len(interrupted["pending_operations"])
+        validator("recover.schema.json", recovery.as_json())
         assert not checkpoint(offline_env, "faults").get("pending_operations")
         stack.up()
 
@@ -113,7 +114,8 @@ def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_
         stack.destroy()
 
 
-def test_recover_repairs_metadata_a_kill_left_empty(project_dir, offline_env, pulumi_command, admin, shared, prefix):
+def test_recover_repairs_metadata_a_kill_left_empty(project_dir, offline_env, pulumi_command, admin, shared, prefix,
+                                                    validator):
     """The file backend writes `<stack>.json.attrs` in place: a kill can leave it empty, and then
     every command fails to load the checkpoint. Recovery removes it; the checkpoint is intact."""
     stack = new_stack(project_dir, offline_env, pulumi_command)
@@ -128,6 +130,7 @@ def test_recover_repairs_metadata_a_kill_left_empty(project_dir, offline_env, pu
 
         recovery = ledger.recover("faults", work_dir=project_dir, env=offline_env)
         assert recovery.repaired == [str(attrs)] and recovery.pending_cleared == 0
+        validator("recover.schema.json", recovery.as_json())
         assert changes(stack.preview()) == {}
         assert len(tenants(checkpoint(offline_env, "faults"))) == len(MIX)
     finally:
