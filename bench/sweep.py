@@ -7,6 +7,7 @@ only counts, which is how a run proves it left nothing behind.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import time
@@ -195,8 +196,6 @@ def sweep(prefix: str, shared: dict[str, dict[str, Any]], admin: dict, dry_run: 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench.sweep PREFIX...`: drop what benchmark runs with these prefixes left behind."""
-    import argparse
-
     from bench.workload import local_shared
     from tools.engines.credentials import admin_credentials
 
