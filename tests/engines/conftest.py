@@ -7,9 +7,10 @@ generated, passed through `configure`.
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import yaml
@@ -61,3 +62,31 @@ def props(engine: str, instance: str, kind: str, name: str, owner: str, params: 
         "params": params or {}, "credentials": policy.get("credentials", "predictable"),
         "purge": policy.get("purge", False), "stack": policy.get("stack", "test"),
     }
+
+
+def engine_under_test(request, tmp_path_factory, engine: Any, credential: Any, started_here: dict) -> Iterator[Any]:
+    """For an engine's lifecycle tests: the running shared engine, else a scratch one of their own.
+
+    A running engine (scripts/test starts them) is tested with the stack
+    config's admin credential, copied into `credential`, and left running.
+    Otherwise the engine starts in a temporary engines dir with `credential`
+    and stops afterwards; `started_here["engine"]` tells tests whether they
+    may stop it.
+    """
+    saved = os.environ.get("DEVSTACK_ENGINES_DIR")
+    shared = saved is None and engine.running_pid() is not None
+    if shared:
+        real = request.getfixturevalue("admin")[engine.name]
+        credential.user, credential.password = real.user, real.password
+    elif saved is None:
+        os.environ["DEVSTACK_ENGINES_DIR"] = str(tmp_path_factory.mktemp("engines"))
+    ours = engine.running_pid() is None
+    started_here["engine"] = ours
+    try:
+        assert engine.name in engine.start(credential)
+        yield engine
+    finally:
+        if ours:
+            engine.stop()
+        if saved is None and not shared:
+            os.environ.pop("DEVSTACK_ENGINES_DIR", None)

@@ -33,6 +33,7 @@ from confluent_kafka.admin import (  # noqa: E402
     UserScramCredentialUpsertion,
 )
 
+from tests.engines.conftest import engine_under_test
 from tools.engines import base, kafka  # noqa: E402
 
 # These start and stop engines of their own on the real ports: scripts/test runs
@@ -51,24 +52,7 @@ TOPIC_A = f"a.t1-{RUN}"
 @pytest.fixture(scope="module")
 def engine(request, tmp_path_factory):
     """The broker under test; ADMIN becomes its admin credential (see module docstring)."""
-    eng = kafka.ENGINE
-    saved = os.environ.get("DEVSTACK_ENGINES_DIR")
-    shared = saved is None and eng.running_pid() is not None
-    if shared:
-        real = request.getfixturevalue("admin")["kafka"]  # conftest.py: the stack config's
-        ADMIN.user, ADMIN.password = real.user, real.password
-    elif saved is None:
-        os.environ["DEVSTACK_ENGINES_DIR"] = str(tmp_path_factory.mktemp("engines"))
-    ours = eng.running_pid() is None
-    STARTED_HERE["engine"] = ours  # only then may a test stop it
-    try:
-        assert "kafka" in eng.start(ADMIN)
-        yield eng
-    finally:
-        if ours:
-            eng.stop()
-        if saved is None and not shared:
-            os.environ.pop("DEVSTACK_ENGINES_DIR", None)
+    yield from engine_under_test(request, tmp_path_factory, kafka.ENGINE, ADMIN, STARTED_HERE)
 
 
 def cfg(cred, mechanism="SCRAM-SHA-512"):

@@ -22,6 +22,7 @@ from minio.credentials import StaticProvider  # noqa: E402
 from minio.error import S3Error  # noqa: E402
 from minio.minioadmin import MinioAdmin  # noqa: E402
 
+from tests.engines.conftest import engine_under_test
 from tools.engines import base, minio as minio_engine  # noqa: E402
 
 # These start and stop engines of their own on the real ports: scripts/test runs
@@ -40,24 +41,7 @@ ADDRESS = "127.0.0.1:29000"
 @pytest.fixture(scope="module")
 def engine(request, tmp_path_factory):
     """The server under test; ROOT becomes its root credential (see module docstring)."""
-    eng = minio_engine.ENGINE
-    saved = os.environ.get("DEVSTACK_ENGINES_DIR")
-    shared = saved is None and eng.running_pid() is not None
-    if shared:
-        real = request.getfixturevalue("admin")["minio"]  # conftest.py: the stack config's
-        ROOT.user, ROOT.password = real.user, real.password
-    elif saved is None:
-        os.environ["DEVSTACK_ENGINES_DIR"] = str(tmp_path_factory.mktemp("engines"))
-    ours = eng.running_pid() is None
-    STARTED_HERE["engine"] = ours  # only then may a test stop it
-    try:
-        assert "minio" in eng.start(ROOT)
-        yield eng
-    finally:
-        if ours:
-            eng.stop()
-        if saved is None and not shared:
-            os.environ.pop("DEVSTACK_ENGINES_DIR", None)
+    yield from engine_under_test(request, tmp_path_factory, minio_engine.ENGINE, ROOT, STARTED_HERE)
 
 
 def s3(user, password):
