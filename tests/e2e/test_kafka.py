@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
@@ -32,16 +31,13 @@ from confluent_kafka.admin import (
 from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, local_workspace, write_project
+from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
 
 KAFKA_PORT = 29092
-TIMEOUT = 30
 
 
 
 
-def settings(user: str, password: str) -> dict:
-    return {"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": password, "log_level": 0}
 
 
 def admin_client(admin) -> AdminClient:
@@ -59,28 +55,6 @@ def topic_exists(admin, name: str) -> bool:
         raise
 
 
-def produce(user: str, password: str, topic: str, value: bytes) -> KafkaError | None:
-    reports: list = []
-    producer = Producer({**settings(user, password), "message.timeout.ms": 10000})
-    producer.produce(topic, value, on_delivery=lambda err, _msg: reports.append(err))
-    producer.flush(15)
-    assert reports, "no delivery report within 15s"
-    return reports[0]
-
-
-def consume_one(user: str, password: str, topic: str, group: str) -> bytes | KafkaError:
-    consumer = Consumer({**settings(user, password), "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None:
-                return msg.error() or msg.value()
-        raise AssertionError(f"nothing consumed from {topic} within {TIMEOUT}s")
-    finally:
-        consumer.close()
 
 
 @pytest.fixture

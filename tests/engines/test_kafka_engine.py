@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer  # noqa: E402
+from confluent_kafka import KafkaError, KafkaException  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AclBinding,
     AclBindingFilter,
@@ -34,6 +34,7 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 from tests.engines.conftest import engine_under_test
+from tests import kafka_clients
 from tools.engines import base, kafka  # noqa: E402
 
 # These start and stop engines of their own on the real ports: scripts/test runs
@@ -56,7 +57,15 @@ def engine(request, tmp_path_factory):
 
 
 def cfg(cred, mechanism="SCRAM-SHA-512"):
-    return {**kafka.client_config(cred.user, cred.password, mechanism), "log_level": 0}
+    return kafka_clients.settings(cred.user, cred.password, mechanism)
+
+
+def produce(cred, topic, value: bytes):
+    return kafka_clients.produce(cred.user, cred.password, topic, value)
+
+
+def consume_one(cred, topic, group):
+    return kafka_clients.consume_one(cred.user, cred.password, topic, group)
 
 
 @pytest.fixture(scope="module")
@@ -103,31 +112,6 @@ def tenants(engine):
         future.result(timeout=30)
 
 
-def produce(cred, topic, value: bytes):
-    """Produce one message; returns the delivery error (None when delivered)."""
-    results = []
-    producer = Producer({**cfg(cred), "message.timeout.ms": 15000})
-    producer.produce(topic, value, on_delivery=lambda err, msg: results.append(err))
-    producer.flush(20)
-    assert results, "delivery report never arrived"
-    return results[0]
-
-
-def consume_one(cred, topic, group):
-    """First message value, or the first error, from the beginning of topic."""
-    consumer = Consumer({**cfg(cred), "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            return msg.error() or msg.value()
-        raise AssertionError(f"nothing consumed from {topic} within 30s")
-    finally:
-        consumer.close()
 
 
 # --- lifecycle -------------------------------------------------------------

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from pydantic import SecretStr
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
@@ -30,14 +30,10 @@ from confluent_kafka.admin import (
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.kafka import MARKER_TOPIC, Acl, Topic, dynamic_configs, kafka_name, read_markers, write_marker
 from tests.engines.conftest import props
-
-BOOTSTRAP = "127.0.0.1:29092"
-TIMEOUT = 30
+from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
 
 
-def settings(user: str, password: str) -> dict:
-    return {"bootstrap.servers": BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": user, "sasl.password": password, "log_level": 0}
+
 
 
 @pytest.fixture
@@ -119,30 +115,6 @@ def marker_of(provider, kadmin, key: str) -> dict | None:
     return json.loads(text) if text else None
 
 
-def produce(user: str, password: str, topic_name: str, value: bytes = b"m") -> KafkaError | None:
-    """Produce one message; the delivery error, or None when delivered."""
-    reports: list = []
-    producer = Producer({**settings(user, password), "message.timeout.ms": 10000})
-    producer.produce(topic_name, value, on_delivery=lambda err, _msg: reports.append(err))
-    producer.flush(15)
-    assert reports, "no delivery report within 15s"
-    return reports[0]
-
-
-def consume_one(user: str, password: str, topic_name: str, group: str) -> bytes | KafkaError:
-    """The first message from the beginning of the topic, or the first error."""
-    consumer = Consumer({**settings(user, password), "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    try:
-        consumer.subscribe([topic_name])
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None:
-                return msg.error() or msg.value()
-        raise AssertionError(f"nothing consumed from {topic_name} within {TIMEOUT}s")
-    finally:
-        consumer.close()
 
 
 def code(outcome) -> int | None:
