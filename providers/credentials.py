@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Annotated, Any, Mapping
+
+from pydantic import BeforeValidator
 
 from providers.identity import Identity
 
@@ -30,3 +33,30 @@ def password_for(ident: Identity, principal: str, policy: str, previous: str | N
     if previous and previous != predictable_password(ident, principal):
         return previous
     return secrets.token_urlsafe(24)
+
+
+def _rotation(value: Any) -> Any:
+    """One clear message instead of one per member of the union."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and 0 < len(value) <= 64:
+        return value
+    raise ValueError("must be an integer or a non-empty string of at most 64 characters")
+
+
+#: A credential rotation counter (a login's `rotation` param): any change to it changes the password in place.
+Rotation = Annotated[int | str | None, BeforeValidator(_rotation)]
+
+
+def login_password(ident: Identity, login: str, new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str:
+    """The password of `login` for inputs `new` (after outputs `old`, on an update).
+
+    Kept across updates unless the policy or the `rotation` param changed; a
+    new rotation value derives (predictable) or draws (generated) a new one.
+    """
+    rotation = (new.get("params") or {}).get("rotation")
+    principal = login if rotation is None else f"{login}#rotation={rotation}"
+    same = old is not None and old.get("credentials") == new.get("credentials") and (
+        (old.get("params") or {}).get("rotation") == rotation
+    )
+    return password_for(ident, principal, new.get("credentials", "predictable"), old.get("password") if same else None)

@@ -19,12 +19,12 @@ import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Iterable, Iterator
+from typing import Any, ClassVar, Iterable, Iterator
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
-from providers.credentials import password_for
+from providers.credentials import Rotation, login_password, password_for
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -580,17 +580,6 @@ class Role(_ProjectRoleKind):
         return {"host": instance.host, "port": instance.port, "role": name, "login": False}
 
 
-def _rotation(value: Any) -> Any:
-    """One clear message instead of one per member of the union."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, str) and 0 < len(value) <= 64:
-        return value
-    raise ValueError("must be an integer or a non-empty string of at most 64 characters")
-
-
-#: A credential rotation counter: any change to it changes the password in place.
-Rotation = Annotated[int | str | None, BeforeValidator(_rotation)]
 
 
 class UserSpec(BaseModel):
@@ -646,14 +635,7 @@ class User(_ProjectRoleKind):
         return changed
 
     def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
-        """Kept across updates unless the policy or the rotation value changed."""
-        rotation = (new.get("params") or {}).get("rotation")
-        name = self.engine_name(ident.name, ident.owner)
-        principal = name if rotation is None else f"{name}#rotation={rotation}"
-        same = old is not None and old.get("credentials") == new.get("credentials") and (
-            (old.get("params") or {}).get("rotation") == rotation
-        )
-        return password_for(ident, principal, new.get("credentials", "predictable"), old.get("password") if same else None)
+        return login_password(ident, self.engine_name(ident.name, ident.owner), new, old)
 
     @staticmethod
     def _groups(owner: str, spec: UserSpec) -> list[str]:

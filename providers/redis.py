@@ -23,12 +23,12 @@ import hashlib
 import json
 import re
 from contextlib import contextmanager
-from typing import Annotated, Any, Iterator
+from typing import Any, Iterator
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
-from providers.credentials import password_for
+from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -133,13 +133,6 @@ def _marker(ident: Identity, stack: str, **extra: Any) -> str:
     return json.dumps({**json.loads(ownership_marker(ident, stack)), "kind": ident.kind, **extra}, sort_keys=True)
 
 
-def _rotation(value: Any) -> Any:
-    """One clear message instead of one per member of the union."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, str) and 0 < len(value) <= 64:
-        return value
-    raise ValueError("must be an integer or a non-empty string of at most 64 characters")
 
 
 # --- redis_index ---------------------------------------------------------------
@@ -337,7 +330,7 @@ class AclUserSpec(BaseModel):
     #: Allow SCAN. It is not filtered by key patterns: it lists other tenants' key names in that db.
     allow_scan: bool = Field(default=False, alias="allowScan")
     #: Change it to change the password in place (a new random one, or a new derivation).
-    rotation: Annotated[int | str | None, BeforeValidator(_rotation)] = None
+    rotation: Rotation = None
 
 
 def acl_rules(owner: str, spec: AclUserSpec) -> dict[str, Any]:
@@ -414,14 +407,7 @@ class AclUser(KindProvider):
         return ["aclInSync"] if olds.get("aclInSync") is False else []
 
     def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
-        """Kept across updates unless the policy or the rotation value changed."""
-        rotation = (new.get("params") or {}).get("rotation")
-        name = self.engine_name(ident.name, ident.owner)
-        principal = name if rotation is None else f"{name}#rotation={rotation}"
-        same = old is not None and old.get("credentials") == new.get("credentials") and (
-            (old.get("params") or {}).get("rotation") == rotation
-        )
-        return password_for(ident, principal, new.get("credentials", "predictable"), old.get("password") if same else None)
+        return login_password(ident, self.engine_name(ident.name, ident.owner), new, old)
 
     def _apply(
         self, instance: SharedInstance, ident: Identity, spec: AclUserSpec, password: str, stack: str

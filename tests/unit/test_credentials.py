@@ -1,8 +1,11 @@
-"""Credential policies: predictable is derived and stable, generated is random and kept."""
+"""Credential policies: predictable is derived and stable, generated is random and kept, rotation renews."""
 
 from __future__ import annotations
 
-from providers.credentials import password_for, predictable_password
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from providers.credentials import Rotation, login_password, password_for, predictable_password
 from providers.identity import Identity
 
 SHOP = Identity("postgres", "pg", "database", "shop", "shop")
@@ -23,3 +26,32 @@ def test_generated_is_random_and_kept_on_update():
 def test_switching_to_generated_does_not_keep_the_predictable_password():
     predictable = predictable_password(SHOP, "shop")
     assert password_for(SHOP, "shop", "generated", previous=predictable) != predictable
+
+
+def login(credentials: str, rotation=None, password: str | None = None) -> dict:
+    """A login's inputs (and, with `password`, the outputs an update passes as old)."""
+    return {"credentials": credentials, "params": {"rotation": rotation}, **({"password": password} if password else {})}
+
+
+def test_a_login_keeps_its_password_until_rotation_or_policy_changes():
+    first = login_password(SHOP, "shop_app", login("generated"))
+    assert login_password(SHOP, "shop_app", login("generated"), login("generated", password=first)) == first
+    rotated = login_password(SHOP, "shop_app", login("generated", 1), login("generated", password=first))
+    assert rotated != first
+    assert login_password(SHOP, "shop_app", login("predictable"), login("generated", password=first)) != first
+
+
+def test_a_predictable_login_derives_a_new_password_per_rotation_value():
+    plain, one = (login_password(SHOP, "shop_app", login("predictable", r)) for r in (None, 1))
+    assert plain == predictable_password(SHOP, "shop_app") and one != plain
+    assert login_password(SHOP, "shop_app", login("predictable", 1)) == one  # anyone can derive it again
+
+
+def test_rotation_accepts_integers_and_short_strings_only():
+    class Spec(BaseModel):
+        rotation: Rotation = None
+
+    assert [Spec(rotation=v).rotation for v in (None, 3, "2026-q4")] == [None, 3, "2026-q4"]
+    for bad in (True, "", "x" * 65, 1.5):
+        with pytest.raises(ValidationError, match="must be an integer or a non-empty string"):
+            Spec(rotation=bad)
