@@ -12,7 +12,8 @@ the exact command that fixes it. Exit status 0 only when everything the
 workspace declares is usable (its instances, the kinds its projects declare,
 valid declarations and the toolchain), 1 otherwise.
 
-`--json` prints one object: {"workspace", "ok", "toolchain": [part],
+`--json` prints one object (devstack/schemas/doctor.schema.json): {"workspace",
+"ok", "toolchain": [part],
 "instances": [instance], "declarations": {"ok", "problems"}} where a part is
 {"name", "ok", "found", "expected", "problem", "fix"} and an instance is
 {"name", "engine", "address", "ok", "reachable", "version", "admin",
@@ -420,7 +421,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
     parser.add_argument("--backend-url", help="the Pulumi backend (default: the checkout's file backend)")
     parser.add_argument("--work-dir", type=Path, default=None, help="directory of the program and stack config")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--json", action="store_true", help="JSON (devstack/schemas/doctor.schema.json)")
     parser.set_defaults(func=_run)
 
 

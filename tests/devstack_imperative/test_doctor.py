@@ -32,10 +32,11 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_healthy_workspace_through_the_command(scratch):
+def test_healthy_workspace_through_the_command(scratch, validator):
     code, out, err = scratch.verb("doctor", "--json", yes=False)
     assert code == 0, out + err
     report = json.loads(out)
+    validator("doctor.schema.json", report)
     assert report["ok"] is True and report["declarations"] == {"ok": True, "problems": []}
     assert [(p["name"], p["ok"]) for p in report["toolchain"]] == [
         ("pulumi CLI", True), ("language host", True), ("dynamic-provider plugin", True)]
@@ -51,7 +52,7 @@ def test_healthy_workspace_through_the_command(scratch):
 
 
 @pytest.mark.parametrize("engine", list(INSTANCES))
-def test_one_stopped_engine_degrades_only_that_engine(admin, root, engine, monkeypatch):
+def test_one_stopped_engine_degrades_only_that_engine(admin, root, engine, monkeypatch, validator):
     port = closed_port()
     real_port = doctor._local_port
     # As if this machine's engine lived on that port: the fix is then to start it.
@@ -67,6 +68,7 @@ def test_one_stopped_engine_degrades_only_that_engine(admin, root, engine, monke
     assert f"resource create {engine} <kind> --instance {INSTANCES[engine]}" in down.degraded_verbs()
     assert all(h.ok for h in by_engine.values()), [(h.name, h.problem) for h in by_engine.values() if not h.ok]
     assert all(p.ok for p in report.toolchain) and report.problems == []
+    validator("doctor.schema.json", report.to_json())
 
 
 def test_stopped_engine_through_the_command_exits_1(scratch, admin):
