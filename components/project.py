@@ -68,13 +68,14 @@ class Project(pulumi.ComponentResource):
         instance = self._ws.shared[decl.uses]
         provider = self._kind_class(decl)()
         depends_on = self._dependencies(decl, provider, created)
+        name, owner = decl.name or self._file.name, self._file.name
         props = {
             "engine": instance.engine,
             "instance": decl.uses,
             "kind": decl.kind,
-            "name": decl.name or self._file.name,
-            "owner": self._file.name,
-            "params": provider.normalized_params(decl.params, decl.name or self._file.name, self._file.name),
+            "name": name,
+            "owner": owner,
+            "params": provider.normalized_params(decl.params, name, owner),
             "credentials": decl.credentials,
             "purge": decl.purge,
             "stack": stack,

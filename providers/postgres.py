@@ -580,8 +580,6 @@ class Role(_ProjectRoleKind):
         return {"host": instance.host, "port": instance.port, "role": name, "login": False}
 
 
-
-
 class UserSpec(BaseModel):
     """Params of a `user` (a LOGIN role). Everything updates in place."""
 

@@ -133,8 +133,6 @@ def _marker(ident: Identity, stack: str, **extra: Any) -> str:
     return json.dumps({**json.loads(ownership_marker(ident, stack)), "kind": ident.kind, **extra}, sort_keys=True)
 
 
-
-
 # --- redis_index ---------------------------------------------------------------
 
 # Atomic allocation: returns {status, detail}. An index is free when no marker
