@@ -81,11 +81,16 @@ class KindProvider(ResourceProvider):
         super().__init__()
         self._instances: dict[str, SharedInstance] = {}
 
-    def __getstate__(self) -> dict[str, Any]:
-        # Never pickle configured instances (they hold admin passwords).
-        return {}
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        # Pickled as its class alone, so configured instances (admin passwords) never
+        # reach the state, and unpickling builds a fresh, unconfigured provider. No
+        # state dict either: the SDK's pickler wraps its dict writer once more on every
+        # resource it pickles, so writing a dict costs O(resources so far) and, past
+        # about 900 resources in one program, overflows the stack.
+        return (type(self), ())
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Only for providers pickled by earlier versions (class plus an empty state).
         self._instances = {}
 
     @classmethod
