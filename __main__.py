@@ -11,10 +11,14 @@ from components.workspace import build
 async def main() -> pulumi.Inputs:
     """Register every resource, then return the stack outputs: one entry per project."""
     workspace = build(root=Path(__file__).resolve().parent)
-    # Let the registrations start before the SDK begins its wait. It then awaits the
-    # registration RPCs one by one; a program that never yields leaves it nothing to await
-    # but every pending Output, re-polled whenever one resolves (quadratic in resources).
-    await asyncio.sleep(0)
+    for _ in workspace.declare_projects():
+        # The SDK sends a resource's registration only when the program yields: yielding
+        # after each project lets the engine and the provider work on the projects declared
+        # so far while the rest are declared. It also means the SDK's final wait finds the
+        # registration RPCs under way and awaits them one by one; a program that never
+        # yields leaves it nothing to await but every pending Output, re-polled whenever
+        # one resolves (quadratic in resources).
+        await asyncio.sleep(0)
     return workspace.outputs
 
 

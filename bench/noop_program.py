@@ -37,6 +37,8 @@ async def main() -> pulumi.Inputs:
         project_name = f"{prefix}-{i // len(MIX):03d}"
         instance, engine, kind = MIX[i % len(MIX)]
         if project_name not in projects:
+            if projects:
+                await asyncio.sleep(0)  # as devstack: yield once each project is declared
             projects[project_name] = pulumi.ComponentResource(
                 "bench:index:Project", project_name, None, pulumi.ResourceOptions(parent=workspace))
             outputs[project_name] = {}
@@ -45,7 +47,7 @@ async def main() -> pulumi.Inputs:
         resource = Tenant(f"{project_name}/{instance}/{kind}/{project_name}", props,
                           pulumi.ResourceOptions(parent=projects[project_name]))
         outputs[project_name][f"{instance}/{kind}/{project_name}"] = {"host": resource.host, "port": resource.port}
-    await asyncio.sleep(0)  # as devstack: registrations under way before the SDK waits
+    await asyncio.sleep(0)  # ... the last one too
     return {name: {"resources": resources, "services": {}} for name, resources in outputs.items()}
 
 

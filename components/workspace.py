@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pulumi
 import yaml
@@ -30,21 +30,32 @@ def _stack_file(path: Path, display: str) -> YamlFile | None:
 
 
 class Workspace(pulumi.ComponentResource):
-    """One child Project per devstack.yaml; `outputs` maps project name to its outputs."""
+    """One child Project per devstack.yaml, declared by `declare_projects`; `outputs` maps
+    project name to its outputs."""
 
     outputs: dict[str, Any]
 
     def __init__(self, validated: Validated, stack: str, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("devstack:index:Workspace", validated.workspace.name, None, opts)
+        self._validated, self._stack = validated, stack
         self.outputs = {}
-        for project_file in validated.projects:
-            project = Project(project_file, validated.workspace, stack=stack, opts=pulumi.ResourceOptions(parent=self))
+
+    def declare_projects(self) -> Iterator[str]:
+        """Declare the projects one at a time, yielding each name once its resources are declared.
+
+        A generator so that the program can hand the event loop to the SDK between
+        projects (see __main__.py); exhausting it also registers the component's outputs.
+        """
+        for project_file in self._validated.projects:
+            project = Project(project_file, self._validated.workspace, stack=self._stack,
+                              opts=pulumi.ResourceOptions(parent=self))
             self.outputs[project_file.name] = project.outputs
+            yield project_file.name
         self.register_outputs({})
 
 
-def build(root: Path) -> Workspace | None:
-    """The program: validate everything first, then expand; on problems register nothing."""
+def build(root: Path) -> Workspace:
+    """Validate everything first and return the workspace to expand; on problems register nothing."""
     stack = pulumi.get_stack()
     try:
         validated = load_workspace(root, stack)

@@ -116,6 +116,7 @@ def expand(validated):
         return None
 
     workspace = Workspace(validated, "test", opts=pulumi.ResourceOptions(transformations=[record]))
+    assert list(workspace.declare_projects()) == [project.name for project in validated.projects]
     return workspace, options, resources
 
 
