@@ -148,6 +148,27 @@ def test_names_types_parents_and_retain_flags(mocks, validated):
 
 
 @pulumi.runtime.test
+def test_projects_are_declared_one_at_a_time(mocks, validated):
+    # The program hands the event loop to the SDK between projects, so that registrations
+    # start early: that only helps if a project is declared when it is asked for, not before.
+    from components.workspace import Workspace
+
+    declared: list[str] = []
+
+    def record(args: pulumi.ResourceTransformationArgs):
+        declared.append(args.name)
+        return None
+
+    workspace = Workspace(validated, "test", opts=pulumi.ResourceOptions(transformations=[record]))
+    projects = workspace.declare_projects()
+    first = next(projects)
+    assert first in declared
+    assert {name.split("/")[0] for name in declared if name != "test"} == {first}
+    assert [first, *projects] == [project.name for project in validated.projects]
+    assert set(workspace.outputs) == {project.name for project in validated.projects}
+
+
+@pulumi.runtime.test
 def test_dependencies_give_safe_teardown_order(mocks, validated):
     _, options, resources = expand(validated)
 
