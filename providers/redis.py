@@ -343,8 +343,19 @@ def acl_rules(owner: str, spec: AclUserSpec) -> dict[str, Any]:
 
 
 def _fingerprint(getuser_reply: Any) -> str:
-    """A digest of ACL GETUSER as the server normalizes it (rules, flags, password hashes)."""
-    return hashlib.sha256(json.dumps(getuser_reply, sort_keys=True).encode()).hexdigest()
+    """A digest of ACL GETUSER as the server normalizes it (rules, flags, password hashes).
+
+    Redis lists a user's per-command rules in an order of its own that changes
+    with every restart of the server (it rebuilds them from the ACL file), so
+    those are sorted; the category rules stay in order ahead of them, where
+    Redis keeps them. Redis holds at most one rule per command or subcommand,
+    and rules for different ones do not interact, so sorting loses nothing a
+    change could hide behind.
+    """
+    reply = dict(zip(getuser_reply[::2], getuser_reply[1::2]))
+    rules = str(reply.get("commands", "")).split()
+    reply["commands"] = [rule for rule in rules if "@" in rule] + sorted(rule for rule in rules if "@" not in rule)
+    return hashlib.sha256(json.dumps(reply, sort_keys=True).encode()).hexdigest()
 
 
 class AclUser(KindProvider):

@@ -29,6 +29,11 @@ import nats
 import psycopg
 import pytest
 import redis
+from pulumi.dynamic import ConfigureRequest
+
+from providers.instances import WORKSPACE_KEY
+from providers.redis import AclUser
+from tests.engines.conftest import props
 
 # These start and stop engines of their own on the real ports: scripts/test runs
 # them (`-m lifecycle`) before it starts the shared engines for everything else.
@@ -281,6 +286,29 @@ def test_changed_password_is_applied_to_existing_redis_data_on_restart(engines_d
     finally:
         run_cli(engines_dir, "stop", "redis")
         assert run_cli(engines_dir, "start", "redis").returncode == 0
+
+
+def test_a_tenant_acl_user_reads_in_sync_after_restarts(engines_dir):
+    # Redis rebuilds each user's per-command rules from the ACL file when it starts, in an
+    # order of its own: a restart is no out-of-band change and must not read as drift.
+    user, password = CREDS["redis"]
+    provider = AclUser()
+    provider.configure(ConfigureRequest(config={
+        WORKSPACE_KEY: json.dumps({"shared": {"cache": {"engine": "redis", "port": PORTS["redis"],
+                                                        "adminUser": user, "adminSecret": "redisAdmin"}}}),
+        "devstack:redisAdmin": password,
+    }))
+    inputs = provider.check({}, props("redis", "cache", "acl_user", "restarts", "restarts", purge=True)).inputs
+    created = provider.create(inputs)
+    try:
+        for _ in range(2):  # the order is a new one after each restart
+            assert run_cli(engines_dir, "stop", "redis").returncode == 0
+            assert run_cli(engines_dir, "start", "redis").returncode == 0
+            live = provider.read(created.id, created.outs).outs
+            assert live["aclInSync"] is True
+            assert provider.diff(created.id, live, inputs).changes is False
+    finally:
+        provider.delete(created.id, created.outs)
 
 
 async def _nats_connect(user: str, password: str) -> None:
