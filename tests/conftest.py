@@ -1,10 +1,11 @@
-"""Shared fixtures: the repo root on sys.path and the local stack's admin credentials."""
+"""Shared fixtures and helpers: the repo root on sys.path, providers configured as Pulumi does, schemas."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -15,6 +16,22 @@ if str(ROOT) not in sys.path:
 from tools.pulumi_env import let_plugins_see_sigint  # noqa: E402 - needs the root on sys.path
 
 let_plugins_see_sigint()  # a suite run in the background would otherwise stall 5s per pulumi command
+
+P = TypeVar("P")
+
+
+def configured(provider: P, workspace: dict[str, Any], passwords: dict[str, str]) -> P:
+    """`provider` configured as Pulumi configures it: the workspace (with its `shared`
+    instances) and each instance's admin secret, the password of its engine in `passwords`."""
+    from pulumi.dynamic import Config, ConfigureRequest
+
+    from providers.instances import WORKSPACE_KEY
+
+    raw = {WORKSPACE_KEY: workspace}
+    for instance in workspace["shared"].values():
+        raw[f"devstack:{instance['adminSecret']}"] = passwords[instance["engine"]]
+    provider.configure(ConfigureRequest(Config(raw_config=raw, project_name="devstack")))
+    return provider
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,10 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import yaml
-from pulumi.dynamic import Config, ConfigureRequest
 
 from providers.base import KindProvider
 from providers.instances import WORKSPACE_KEY
+from tests.conftest import configured
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,13 +38,10 @@ def local_workspace() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def configure(admin, local_workspace) -> Callable[[KindProvider], KindProvider]:
     """Configure a provider instance with the local workspace and admin secrets."""
-    raw = {WORKSPACE_KEY: local_workspace}
-    for instance in local_workspace["shared"].values():
-        raw[f"devstack:{instance['adminSecret']}"] = admin[instance["engine"]].password
+    passwords = {engine: credential.password for engine, credential in admin.items()}
 
     def configure_provider(provider: KindProvider) -> KindProvider:
-        provider.configure(ConfigureRequest(Config(raw_config=raw, project_name="devstack")))
-        return provider
+        return configured(provider, local_workspace, passwords)
 
     return configure_provider
 

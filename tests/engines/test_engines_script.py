@@ -29,10 +29,9 @@ import nats
 import psycopg
 import pytest
 import redis
-from pulumi.dynamic import ConfigureRequest
 
-from providers.instances import WORKSPACE_KEY
 from providers.redis import AclUser
+from tests.conftest import configured
 from tests.engines.conftest import props
 
 # These start and stop engines of their own on the real ports: scripts/test runs
@@ -292,12 +291,8 @@ def test_a_tenant_acl_user_reads_in_sync_after_restarts(engines_dir):
     # Redis rebuilds each user's per-command rules from the ACL file when it starts, in an
     # order of its own: a restart is no out-of-band change and must not read as drift.
     user, password = CREDS["redis"]
-    provider = AclUser()
-    provider.configure(ConfigureRequest(config={
-        WORKSPACE_KEY: json.dumps({"shared": {"cache": {"engine": "redis", "port": PORTS["redis"],
-                                                        "adminUser": user, "adminSecret": "redisAdmin"}}}),
-        "devstack:redisAdmin": password,
-    }))
+    shared = {"cache": {"engine": "redis", "port": PORTS["redis"], "adminUser": user, "adminSecret": "redisAdmin"}}
+    provider = configured(AclUser(), {"shared": shared}, {"redis": password})
     inputs = provider.check({}, props("redis", "cache", "acl_user", "restarts", "restarts", purge=True)).inputs
     created = provider.create(inputs)
     try:

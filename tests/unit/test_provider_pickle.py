@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import base64
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import dill
-from pulumi.dynamic import ConfigureRequest
 from pulumi.dynamic.dynamic import serialize_provider
 
 from providers import registry
-from providers.instances import WORKSPACE_KEY
+from tests.conftest import configured
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_PASSWORD = "admin-secret-9f2c"
-CONFIG = {
-    WORKSPACE_KEY: json.dumps({"shared": {"pg": {"engine": "postgres", "port": 25432, "adminUser": "postgres",
-                                                 "adminSecret": "pgAdminPassword"}}}),
-    "devstack:pgAdminPassword": ADMIN_PASSWORD,
-}
+WORKSPACE = {"shared": {"pg": {"engine": "postgres", "port": 25432, "adminUser": "postgres",
+                               "adminSecret": "pgAdminPassword"}}}
 
 
 def all_kinds():
@@ -30,8 +25,7 @@ def all_kinds():
 
 def test_a_configured_provider_pickles_without_its_admin_credentials():
     for cls in all_kinds():
-        provider = cls()
-        provider.configure(ConfigureRequest(config=CONFIG))
+        provider = configured(cls(), WORKSPACE, {"postgres": ADMIN_PASSWORD})
         assert provider._instances["pg"].password() == ADMIN_PASSWORD
         pickled = base64.b64decode(serialize_provider(provider))
         assert ADMIN_PASSWORD.encode() not in pickled
