@@ -57,6 +57,7 @@ from components.yamlfile import load_yaml
 from devstack import yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger_cli import add_stack_options, open_from, resource_group
+from providers import errors as provider_errors
 from providers import registry
 from providers.instances import SharedInstance, parse_object
 
@@ -359,12 +360,18 @@ def _changes(result: Any) -> dict[str, int]:
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.+)$")
 
 
+def _is_provider_error(name: str) -> bool:
+    raised = getattr(provider_errors, name, None)
+    return isinstance(raised, type) and issubclass(raised, provider_errors.DevstackError)
+
+
 def _cli_error(verb: str, what: str, err: auto.errors.CommandError) -> EngineError:
     """The first diagnostic of a failed CLI run, not the whole command dump.
 
-    A provider's exception arrives as a Python traceback: its last line
-    (`providers.errors.Conflict: cannot create ...`) is the message. A
-    Conflict becomes IdentityConflict (exit 5), anything else EngineError.
+    A provider's own error arrives as one line, `Conflict: cannot create ...`
+    (see tools.provider_server); any other exception as a Python traceback,
+    whose last line is the message. A Conflict becomes IdentityConflict
+    (exit 5), anything else EngineError.
     """
     text = str(err)
     lines = text.split("Diagnostics:", 1)[-1].splitlines()
@@ -373,7 +380,11 @@ def _cli_error(verb: str, what: str, err: auto.errors.CommandError) -> EngineErr
         if not line.strip().startswith("error:") or message.endswith(("preview failed", "update failed")):
             continue
         if not message.startswith("Traceback"):
-            return EngineError(verb, what, message)
+            raised = _EXCEPTION_LINE.match(message)
+            if not (raised and _is_provider_error(raised.group(1))):
+                return EngineError(verb, what, message)
+            kind, cause = raised.groups()
+            return (IdentityConflict if kind == "Conflict" else EngineError)(verb, what, cause)
         # The traceback ends where the next resource's diagnostics start (indented less).
         block = [b.strip() for b in takewhile(lambda b: not b.strip() or b.startswith("    "), lines[i + 1:])]
         raised = [m for m in map(_EXCEPTION_LINE.match, block) if m]

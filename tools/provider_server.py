@@ -10,6 +10,12 @@ advisory lock, not by the thread count.
 
 DEVSTACK_PROVIDER_WORKERS overrides the pool size (default 16).
 
+The stock server reports every exception as its Python traceback. An error
+our providers raise on purpose (`providers.errors`) already says which
+resource, why and what to do, so the engine gets that line alone
+(`Conflict: cannot create ...`); anything else keeps its traceback, as a bug
+should.
+
 When the engine interrupts it (the deployment is over), the process exits at
 once instead of finalizing the interpreter: every call's effect is durable
 before the call returns, so there is nothing to tear down, and destroying the
@@ -25,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from providers.errors import DevstackError
+
 DEFAULT_WORKERS = 16
 
 
@@ -33,13 +41,44 @@ def workers() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_WORKERS
 
 
+class _MessageOnlyContext:
+    """The call's context, except that aborting on a DevstackError sends its message, not the traceback."""
+
+    def __init__(self, context: grpc.ServicerContext) -> None:
+        self._context = context
+
+    def abort(self, code: grpc.StatusCode, details: str):
+        # The stock server aborts from inside its `except` block: the exception is still at hand.
+        raised = sys.exc_info()[1]
+        if isinstance(raised, DevstackError):
+            details = f"{type(raised).__name__}: {raised}"
+        return self._context.abort(code, details)
+
+    def __getattr__(self, name: str):
+        return getattr(self._context, name)
+
+
+class ExpectedErrorsAsMessages(grpc.ServerInterceptor):
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        behavior = handler.unary_unary
+        return grpc.unary_unary_rpc_method_handler(
+            lambda request, context: behavior(request, _MessageOnlyContext(context)),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
 def main() -> None:
     make_server = grpc.server
 
     def server_with_more_workers(thread_pool: ThreadPoolExecutor, *args, **kwargs) -> grpc.Server:
         # The module builds its own 4-thread pool inline; swap it before it serves anything.
         thread_pool.shutdown(wait=False)
-        return make_server(ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="provider"), *args, **kwargs)
+        pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="provider")
+        return make_server(pool, *args, interceptors=[ExpectedErrorsAsMessages()], **kwargs)
 
     grpc.server = server_with_more_workers
     # Returns once SIGINT has stopped the server.

@@ -190,5 +190,12 @@ def test_cli_failures_become_typed_errors_with_the_provider_message():
     assert err.cause == "cannot create database postgres/pg/database/x@a: 'x' belongs to another project"
     engine = TRACEBACK.replace("providers.errors.Conflict", "providers.errors.EngineUnavailable")
     assert type(imperative._cli_error("update", "x", CliFailure(engine))) is EngineError
+    # A provider's own error arrives as one line (tools.provider_server): same classes, same cause.
+    one_line = ("Diagnostics:\n  pulumi-python:dynamic/postgres:database (a/pg/database/x):\n"
+                "    error: Conflict: cannot create database x: 'x' belongs to another project\n")
+    err = imperative._cli_error("update", "x", CliFailure(one_line))
+    assert isinstance(err, IdentityConflict) and err.cause == "cannot create database x: 'x' belongs to another project"
+    err = imperative._cli_error("update", "x", CliFailure(one_line.replace("Conflict:", "Unsupported:")))
+    assert type(err) is EngineError and err.cause.startswith("cannot create database x: ")
     plain = "Diagnostics:\n  pulumi:pulumi:Stack (devstack-dev):\n    error: shop/devstack.yaml:3: name: bad\n    error: preview failed\n"
     assert imperative._cli_error("preview", "x", CliFailure(plain)).cause == "shop/devstack.yaml:3: name: bad"

@@ -24,3 +24,14 @@ class Gate(ResourceProvider):
         except threading.BrokenBarrierError:
             together = 0  # fewer than GATE_SIZE calls ever ran at once
         return CreateResult(props["name"], {"together": together})
+
+
+class Failing(ResourceProvider):
+    """Fails every create: on purpose (a providers.errors type) when asked, otherwise as a bug would."""
+
+    def create(self, props):
+        from providers.errors import Conflict
+
+        if props["name"] == "taken":
+            raise Conflict("create", "database postgres/pg/database/taken@a", "'taken' belongs to another project")
+        raise KeyError("a bug")

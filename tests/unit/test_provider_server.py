@@ -17,7 +17,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-from tests.unit.gate_provider import GATE_SIZE, Gate
+from tests.unit.gate_provider import GATE_SIZE, Failing, Gate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,19 +31,20 @@ def serve(module: str, workers: str | None = None) -> tuple[subprocess.Popen, in
     return server, int(server.stdout.readline())
 
 
+def create(port: int, provider, name: str) -> provider_pb2.CreateResponse:
+    properties = asyncio.run(rpc.serialize_properties({"__provider": serialize_provider(provider), "name": name}, {}))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = provider_pb2_grpc.ResourceProviderStub(channel)
+        return stub.Create(provider_pb2.CreateRequest(urn=f"urn:{name}", properties=properties), timeout=30)
+
+
 def creates_together(port: int) -> list[int]:
     """GATE_SIZE concurrent creates; how many were inside the provider together, as each saw it."""
-    provider = serialize_provider(Gate())
-
-    def create(index: int) -> int:
-        properties = asyncio.run(rpc.serialize_properties({"__provider": provider, "name": f"r{index}"}, {}))
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = provider_pb2_grpc.ResourceProviderStub(channel)
-            reply = stub.Create(provider_pb2.CreateRequest(urn=f"urn:r{index}", properties=properties), timeout=30)
-        return int(reply.properties["together"])
+    def together(index: int) -> int:
+        return int(create(port, Gate(), f"r{index}").properties["together"])
 
     with ThreadPoolExecutor(GATE_SIZE) as pool:
-        return list(pool.map(create, range(GATE_SIZE)))
+        return list(pool.map(together, range(GATE_SIZE)))
 
 
 @pytest.mark.parametrize("module, workers, expected", [
@@ -71,6 +72,23 @@ def test_interrupt_ends_the_server_at_once():
         assert server.wait(timeout=30) == 0
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_errors_raised_on_purpose_read_as_their_message_and_bugs_keep_their_traceback():
+    server, port = serve("tools.provider_server")
+    try:
+        with pytest.raises(grpc.RpcError) as on_purpose:
+            create(port, Failing(), "taken")
+        assert on_purpose.value.code() == grpc.StatusCode.UNKNOWN
+        assert on_purpose.value.details() == ("Conflict: cannot create database postgres/pg/database/taken@a: "
+                                              "'taken' belongs to another project")
+        with pytest.raises(grpc.RpcError) as bug:
+            create(port, Failing(), "other")
+        assert bug.value.details().startswith("Traceback (most recent call last):")
+        assert bug.value.details().rstrip().endswith("KeyError: 'a bug'")
     finally:
         server.kill()
         server.wait()
