@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -87,8 +87,14 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
     return f"{error['msg']} (got {error.get('input')!r})"
 
 
-def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_display: str) -> Validated:
-    """Validate the workspace and all its projects; raise WorkspaceInvalid listing every problem."""
+def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_display: str,
+             config_is_set: Callable[[str], bool] | None = None) -> Validated:
+    """Validate the workspace and all its projects; raise WorkspaceInvalid listing every problem.
+
+    With `config_is_set` (is `devstack:<key>` set in the stack config?), also check that every
+    instance a resource uses has its admin password there: without it, an up would create the
+    other instances' resources and fail on these.
+    """
     ws_report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
     try:
         workspace = WorkspaceConfig.model_validate(workspace_raw)
@@ -104,7 +110,15 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
     projects: list[ProjectFile] = []
     claimed: dict[tuple[str, str, str], tuple[str, str]] = {}
     owners: dict[str, str] = {}
+    listed: dict[str, int] = {}
     for index, relative in enumerate(workspace.projects):
+        if relative in listed:
+            again = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
+            again.add(("projects", index), f"lists {relative} a second time (it is projects[{listed[relative]}] "
+                                           f"already; remove one)")
+            problems += again.problems
+            continue
+        listed[relative] = index
         report, project = _check_file(root, relative, workspace, ws_report, index)
         problems += report.problems
         if project is None:
@@ -115,9 +129,23 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         owners.setdefault(project.name, relative)
         problems += _collisions(project, relative, report.file, workspace, claimed)
         projects.append(project)
+    if config_is_set is not None:
+        problems += _missing_admin_secrets(workspace, projects, config_is_set, stack_file, stack_display)
     if problems:
         raise WorkspaceInvalid(problems)
     return Validated(workspace, projects)
+
+
+def _missing_admin_secrets(workspace: WorkspaceConfig, projects: list[ProjectFile], config_is_set: Callable[[str], bool],
+                           stack_file: YamlFile | None, stack_display: str) -> list[Problem]:
+    report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
+    used = {decl.uses for project in projects for decl in project.resources}
+    for name, instance in workspace.shared.items():
+        if name in used and not config_is_set(instance.admin_secret):
+            report.add(("shared", name, "adminSecret"),
+                       f"config key devstack:{instance.admin_secret} is not set (store the {instance.engine} admin "
+                       f"password there: pulumi config set --secret devstack:{instance.admin_secret} ...)")
+    return report.problems
 
 
 def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report: _Report, index: int):
@@ -128,6 +156,10 @@ def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report
         return report, None
     try:
         file = load_yaml(path, relative)
+    except UnicodeDecodeError as err:
+        report = _Report(None, relative)
+        report.add((), f"not UTF-8 text: byte {err.object[err.start]:#04x} at offset {err.start} (save the file as UTF-8)")
+        return report, None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         report = _Report(None, relative)
@@ -180,6 +212,7 @@ def _list(data: dict, key: str, report: _Report) -> list:
 
 def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: WorkspaceConfig, report: _Report) -> None:
     at = ("resources", i)
+    found_before = len(report.problems)
     instance = workspace.shared.get(decl.uses)
     if instance is None:
         report.add(at + ("uses",), f"names no shared instance of workspace {workspace.name!r} "
@@ -216,6 +249,15 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
                               for _, d in decls):
             report.add(at + ("params", param), f"names no {target_kind} {target!r} on instance {decl.uses!r} "
                                                f"in this project (declare it under resources)")
+    # The provider's own check holds the rules across fields (a NATS subject outside the project's,
+    # PROVISIONED without capacities ...): run it here too, so a breach stops the whole workspace
+    # before anything is created, instead of failing one resource in the middle of an up.
+    if len(report.problems) > found_before or not PROJECT_NAME.match(owner):
+        return  # its rules assume a valid identity and params
+    inputs = {"engine": instance.engine, "instance": decl.uses, "kind": decl.kind, "name": decl.name or owner,
+              "owner": owner, "params": decl.params, "credentials": decl.credentials}
+    for failure in provider().check({}, inputs).failures or []:
+        report.add(at + tuple(failure.property.split(".")), failure.reason)
 
 
 def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:
@@ -223,7 +265,9 @@ def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: 
     sharing: dict[tuple[str, str], list[tuple[int, ResourceDecl]]] = {}
     for i, decl in decls:
         instance = workspace.shared.get(decl.uses)
-        provider = registry.kinds(instance.engine).get(decl.kind) if instance else None
+        if instance is None or instance.engine not in registry.engines():
+            continue  # reported on the entry or on the workspace
+        provider = registry.kinds(instance.engine).get(decl.kind)
         if provider is not None and provider.login_per_owner:
             sharing.setdefault((decl.uses, decl.kind), []).append((i, decl))
     for (uses, kind), group in sharing.items():
@@ -320,6 +364,8 @@ def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, work
     problems = []
     for i, decl in enumerate(project.resources):
         instance = workspace.shared[decl.uses]
+        if instance.engine not in registry.engines():
+            continue  # reported on the workspace
         provider = registry.kinds(instance.engine)[decl.kind]
         key = (decl.uses, getattr(provider, "namespace", decl.kind), provider.engine_name(decl.name or project.name, project.name))
         where = (relative, f"resources[{i}]")

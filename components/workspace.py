@@ -19,13 +19,14 @@ def load_workspace(root: Path, stack: str, config: pulumi.Config | None = None) 
     config = config or pulumi.Config("devstack")
     raw = parse_object(config.require_object("workspace"))
     display = f"stacks/Pulumi.{stack}.yaml"
-    return validate(raw, root, _stack_file(root / display, display), display)
+    return validate(raw, root, _stack_file(root / display, display), display,
+                    config_is_set=lambda key: config.get(key) is not None)
 
 
 def _stack_file(path: Path, display: str) -> YamlFile | None:
     try:
         return load_yaml(path, display) if path.is_file() else None
-    except yaml.YAMLError:
+    except (UnicodeDecodeError, yaml.YAMLError):
         return None
 
 

@@ -391,7 +391,7 @@ def _declarations(raw: dict[str, Any], root: Path, stack: str) -> tuple[dict[str
     for relative in (raw.get("projects") or [] if isinstance(raw, dict) else []):
         try:
             data = yaml.safe_load((root / relative).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
             continue  # reported by validate below
         for item in (data or {}).get("resources") or [] if isinstance(data, dict) else []:
             if isinstance(item, dict) and isinstance(item.get("uses"), str):
@@ -419,7 +419,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("doctor", help="what works here: instances, credentials, kinds, toolchain",
                                    description=__doc__.splitlines()[0])
     parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
-    parser.add_argument("--backend-url", help="the Pulumi backend (default: the checkout's file backend)")
+    parser.add_argument("--backend-url", help="the Pulumi backend (default: $PULUMI_BACKEND_URL, else the checkout's file backend)")
     parser.add_argument("--work-dir", type=Path, default=None, help="directory of the program and stack config")
     parser.add_argument("--json", action="store_true", help="JSON (devstack/schemas/doctor.schema.json)")
     parser.set_defaults(func=_run)

@@ -50,7 +50,7 @@ class Ambiguous(DevstackError):
         self.candidates = candidates
         super().__init__(
             verb, what, f"{len(candidates)} resources match: {', '.join(candidates)}",
-            "narrow it with --engine and/or --project",
+            "narrow it with --engine, --kind and/or --project, or name it by its id",
         )
 
 

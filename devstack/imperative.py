@@ -12,7 +12,7 @@ runs, targeted at it. So `devstack db create orders` and adding
 
 by hand followed by `pulumi up` are the same operation with the same result.
 
-    devstack resource create ENGINE KIND NAME [--project P] [--instance I]
+    devstack resource create ENGINE KIND [NAME] [--project P] [--instance I]
                              [--param k=v ...] [--credentials predictable|generated] [--yes]
     devstack db create|rm [NAME]         postgres database
     devstack s3 mb|rb [NAME]             bucket on minio or localstack (--engine picks)
@@ -145,7 +145,7 @@ class Workspace:
             path = self.root / relative
             try:
                 data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError):
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
                 data = None
             name = data.get("name") if isinstance(data, dict) else None
             refs.append(ProjectRef(name=str(name) if name else relative, relative=relative, path=path))
@@ -213,7 +213,7 @@ def _stack_file(path: Path, display: str):
     """The stack config file for line numbers, as components.workspace reads it (None when unusable)."""
     try:
         return load_yaml(path, display) if path.is_file() else None
-    except yaml.YAMLError:
+    except (UnicodeDecodeError, yaml.YAMLError):
         return None
 
 
@@ -304,6 +304,9 @@ def read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as err:
         raise NotFound("read", str(path), err.strerror or str(err), "fix devstack:workspace.projects") from err
+    except UnicodeDecodeError as err:
+        raise InvalidQuery("read", str(path), f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})",
+                           "save the file as UTF-8") from err
 
 
 def write_text(path: Path, text: str) -> None:
@@ -616,13 +619,14 @@ def column_value(attributes: dict[str, Any], path: str) -> Any:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     add_stack_options(parser)
-    parser.add_argument("--project", help="the project, by name (default: the workspace's only project)")
+    parser.add_argument("--project", "-p", help="the project, by name (default: the workspace's only project)")
     parser.add_argument("--instance", help="the shared instance (default: the only one of the engine)")
     parser.add_argument("--yes", "-y", action="store_true", help="do not ask before updating")
 
 
 def _create_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--param", "-p", action="append", default=[], metavar="KEY=VALUE",
+    # -p is --project here as in the ledger commands.
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="a param of the kind; VALUE is YAML (20, true, [a, b]); repeatable")
     parser.add_argument("--credentials", choices=("predictable", "generated"), help="credential policy")
 
@@ -634,7 +638,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Add the declaration to the project's devstack.yaml, preview it, and update it alone.")
     create_parser.add_argument("engine", choices=registry.engines())
     create_parser.add_argument("kind")
-    create_parser.add_argument("name")
+    create_parser.add_argument("name", nargs="?", help="the name (default: the project's)")
     _common(create_parser)
     _create_options(create_parser)
     create_parser.set_defaults(func=_run_create, engines=None)

@@ -761,8 +761,8 @@ def workspace_projects(config: Mapping[str, Any], work_dir: Path) -> set[str]:
     for relative in workspace.get("projects") or []:
         path = Path(work_dir) / relative
         try:
-            names.add(str(yaml.safe_load(path.read_text())["name"]))
-        except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
+            names.add(str(yaml.safe_load(path.read_text(encoding="utf-8"))["name"]))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError) as err:
             raise InvalidQuery("collect garbage in", f"workspace {workspace.get('name')!r}",
                                f"project file {relative} cannot be read ({err})",
                                "fix the workspace first: without its projects, gc cannot tell orphans") from err

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 WORKSPACE_KEY = "devstack:workspace"
 
@@ -24,11 +24,17 @@ class SharedInstance(BaseModel):
     engine: str
     version: str | None = None
     host: str = "127.0.0.1"
-    port: int
+    port: int = Field(ge=1, le=65535)
     region: str | None = None  # AWS-API engines; us-east-1 when unset
     admin_user: str = Field(alias="adminUser")
     admin_secret: str = Field(alias="adminSecret", description="config key holding the admin password")
     admin_password: SecretStr | None = Field(default=None, exclude=True)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: Any) -> Any:
+        # `version: 15` in YAML is a number; it means the text "15".
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
     @property
     def address(self) -> str:

@@ -133,6 +133,49 @@ def test_bad_input_names_file_field_line_and_rule(tmp_path, text, path, message)
     assert match[0].line == marked_line(text)
 
 
+ALL_ENGINES = {"name": "test", "shared": {
+    name: {"engine": engine, "host": "127.0.0.1", "port": 1, "adminUser": "admin", "adminSecret": f"{name}Admin"}
+    for name, engine in [("pg", "postgres"), ("cache", "redis"), ("objects", "minio"), ("aws", "localstack"),
+                         ("events", "nats"), ("kafka", "kafka")]}}
+
+# Rules across fields that the providers' check holds: validation runs it too, so they stop the
+# whole workspace before anything is created (a missing field is located at its parent's line).
+PROVIDER_RULES = [
+    (HEADER + "resources:\n  - uses: events\n    kind: stream\n    params:\n      subjects: [other.>]  # <-\n",
+     "resources[0].params.subjects", "outside the project's subjects 'shop.>'"),
+    (HEADER + "resources:\n  - uses: events\n    kind: stream\n  - uses: events\n    kind: consumer\n    name: idx\n"
+              "    params:\n      stream: shop\n      filterSubject: other.x  # <-\n",
+     "resources[1].params.filterSubject", "outside the project's subjects 'shop.>'"),
+    (HEADER + "resources:\n  - uses: aws\n    kind: table\n    params:  # <-\n      hashKey: {name: id}\n"
+              "      billingMode: PROVISIONED\n",
+     "resources[0].params.readCapacity", "is required with billingMode: PROVISIONED"),
+    (HEADER + "resources:\n  - uses: objects\n    kind: bucket\n    params:  # <-\n      objectLock: true\n",
+     "resources[0].params.versioning", "object lock needs versioning: true"),
+    (HEADER + "resources:\n  - uses: aws\n    kind: queue\n    params:\n      fifo: true  # <-\n",
+     "resources[0].params.fifo", "must end in '.fifo'"),
+]
+
+
+@pytest.mark.parametrize("text, path, message", PROVIDER_RULES, ids=[c[1] for c in PROVIDER_RULES])
+def test_provider_rules_are_validation_problems(tmp_path, text, path, message):
+    found = problems(tmp_path, text, workspace=ALL_ENGINES)
+    match = [p for p in found if p.path == path]
+    assert match, f"no problem at {path}: {[str(p) for p in found]}"
+    assert message in match[0].message and match[0].line == marked_line(text)
+
+
+def test_provider_rules_pass_a_valid_declaration_of_every_kind(tmp_path):
+    text = HEADER + """resources:
+  - {uses: events, kind: stream}
+  - {uses: events, kind: consumer, name: idx, params: {stream: shop, filterSubject: shop.x}}
+  - {uses: aws, kind: table, params: {hashKey: {name: id}, billingMode: PROVISIONED, readCapacity: 1, writeCapacity: 1}}
+  - {uses: aws, kind: queue, name: jobs.fifo, params: {fifo: true}}
+  - {uses: objects, kind: bucket, params: {objectLock: true, versioning: true}}
+  - {uses: kafka, kind: topic, params: {partitions: 2}}
+"""
+    assert problems(tmp_path, text, workspace=ALL_ENGINES) == []
+
+
 def test_databases_sharing_the_login_role_may_only_share_a_predictable_password(tmp_path):
     second = "  - uses: pg\n    kind: database\n    name: orders\n"
     for case in "abcd":
@@ -151,6 +194,16 @@ def test_collision_across_projects_names_both_files(tmp_path):
     found = problems(tmp_path, db(name="shared"), other)
     assert [(p.file, p.path) for p in found] == [("p1/devstack.yaml", "resources[0].name")]
     assert "collides with p0/devstack.yaml resources[0]" in found[0].message
+
+
+def test_a_project_file_listed_twice(tmp_path):
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "devstack.yaml").write_text(db())
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate({**WORKSPACE, "projects": ["shop/devstack.yaml"] * 2}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    (problem,) = raised.value.problems
+    assert problem.path == "config.devstack:workspace.projects[1]"
+    assert "lists shop/devstack.yaml a second time (it is projects[0] already" in problem.message
 
 
 def test_duplicate_project_names(tmp_path):
@@ -189,6 +242,45 @@ def test_unknown_engine_in_workspace(tmp_path):
     found = problems(tmp_path, HEADER, workspace=workspace)
     assert [(p.file, p.path) for p in found] == [("stacks/Pulumi.test.yaml", "config.devstack:workspace.shared.db.engine")]
     assert "unknown engine 'mysql'" in found[0].message
+
+
+def test_instance_version_may_be_a_number_and_port_must_be_one(tmp_path):
+    pg = WORKSPACE["shared"]["pg"]
+    assert problems(tmp_path, db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "version": 15}}}) == []
+    (tmp_path / "bad").mkdir()
+    found = problems(tmp_path / "bad", db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "port": 99999}}})
+    assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.port"]
+    assert "less than or equal to 65535" in found[0].message
+
+
+def test_unknown_engine_of_an_instance_in_use_is_reported_once(tmp_path):
+    workspace = {**WORKSPACE, "shared": {"pg": {**WORKSPACE["shared"]["pg"], "engine": "postgresql"}}}
+    found = problems(tmp_path, db() + "  - uses: pg\n    kind: database\n    name: orders\n", workspace=workspace)
+    assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.engine"]
+    assert "unknown engine 'postgresql'" in found[0].message
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "p0" / "devstack.yaml"
+    path.parent.mkdir()
+    path.write_bytes((HEADER + "# caf\xe9\n").encode("latin-1"))
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate({**WORKSPACE, "projects": ["p0/devstack.yaml"]}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    (problem,) = raised.value.problems
+    assert problem.file == "p0/devstack.yaml" and "not UTF-8 text: byte 0xe9" in problem.message
+
+
+def test_admin_secret_of_an_instance_in_use_must_be_set(tmp_path):
+    workspace = {**ALL_ENGINES, "projects": ["p0/devstack.yaml"]}
+    path = tmp_path / "p0" / "devstack.yaml"
+    path.parent.mkdir()
+    path.write_text(db() + "  - uses: cache\n    kind: redis_index\n")
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate(workspace, tmp_path, None, "stacks/Pulumi.test.yaml", config_is_set=lambda key: key == "pgAdmin")
+    (problem,) = raised.value.problems  # pg's is set; objects, aws ... are unused
+    assert problem.path == "config.devstack:workspace.shared.cache.adminSecret"
+    assert "devstack:cacheAdmin is not set" in problem.message and "pulumi config set --secret devstack:cacheAdmin" in problem.message
+    assert validate(workspace, tmp_path, None, "x", config_is_set=lambda key: key in ("pgAdmin", "cacheAdmin")).projects
 
 
 def test_valid_project_passes_and_defaults_names(tmp_path):
