@@ -208,8 +208,12 @@ class KindProvider(ResourceProvider):
         ident = Identity.from_props(props)
         instance = self._instance(ident, "read")
         observed = self.observe(instance, ident)
-        if observed is None:
-            # A blank id tells Pulumi the resource is gone (dropped out of band).
+        if observed is None or observed.owner != ident.owner:
+            # A blank id tells Pulumi the resource is gone: dropped out of band, or what
+            # has the name now belongs to another project or to nobody we know. The
+            # ledger forgets it, and the next up's create refuses that one with a
+            # Conflict. Recording the other owner instead would make the next diff
+            # replace, and a purge then drop the other project's resource.
             return ReadResult("", {})
         # The address is the instance's, as configured now: after the instance moves, a
         # refresh (with --run-program) points every resource and its exports at the new one.
@@ -217,14 +221,15 @@ class KindProvider(ResourceProvider):
                    if key in self.attributes}
         live = {**props, **address, **observed.attributes}
         live["params"] = {**(props.get("params") or {}), **observed.params}
-        if observed.owner != ident.owner:
-            # Someone re-labelled it: show the live owner so the next diff replaces.
-            live["owner"] = observed.owner or "<unmanaged>"
         return ReadResult(id_, live)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         ident = Identity.from_props(news)
-        attributes = self.update_resource(self._instance(ident, "update"), ident, olds, news)
+        instance = self._instance(ident, "update")
+        # Since the last refresh it may have been dropped, or re-created by someone else:
+        # converging that one would hand it (and its data) to this project.
+        self._owned(instance, ident, "update")
+        attributes = self.update_resource(instance, ident, olds, news)
         return UpdateResult({**news, **attributes})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -251,13 +256,28 @@ class KindProvider(ResourceProvider):
                 "add it under devstack:workspace.shared in the stack config",
             ) from None
 
+    def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
+        """What the engine has under this identity, if it exists and carries this project's marker."""
+        observed = self.observe(instance, ident)
+        if observed is None:
+            raise NotFound(verb, f"{self.kind} {ident}", f"it no longer exists in {self.engine} instance {ident.instance!r}",
+                           "run `pulumi refresh`, then `pulumi up` creates it again")
+        if observed.owner != ident.owner:
+            raise self._conflict(verb, ident, observed)
+        return observed
+
     def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
         holder = f"project {observed.owner!r}" if observed.owner else "something devstack does not manage"
+        if verb == "create":
+            hint = "choose another `name` for this resource; nothing was changed"
+        else:
+            hint = (f"it changed hands outside Pulumi; nothing was {'dropped' if verb == 'drop' else 'changed'} "
+                    f"(`pulumi refresh` makes the ledger forget it)")
         return Conflict(
             verb,
             f"{self.kind} {ident}",
             f"{ident.name!r} already exists in {self.engine} instance {ident.instance!r} and belongs to {holder}",
-            "choose another `name` for this resource; nothing was changed",
+            hint,
         )
 
 

@@ -329,8 +329,14 @@ class Database(KindProvider):
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         database, role = identifier(ident.name), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
-            if not _database_exists(conn, database):
+            row = conn.execute(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (database,)
+            ).fetchone()
+            if row is None:
                 raise NotFound("drop", f"database {ident}", "it does not exist")
+            if marker_owner(row[0]) != ident.owner:
+                # Re-created by someone else since the last refresh: never drop theirs.
+                raise self._conflict("drop", ident, Observed(owner=marker_owner(row[0])))
             # Block new sessions, end only this database's sessions, then drop.
             conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT 0").format(sql.Identifier(database)))
             conn.execute(

@@ -170,10 +170,10 @@ class GuardedKind(KindProvider):
 
     `check` also reports the engine-name rules and the cross-field rules of
     `spec_rules`; every verb reports an unreachable engine as
-    EngineUnavailable; `update` and `drop` observe first and act only on a
-    resource that exists and carries this project's marker (a resource that
-    changed hands since the last refresh is never touched). Kinds implement
-    `remove` instead of `drop`.
+    EngineUnavailable; `drop` observes first, as every kind's `update` does,
+    and acts only on a resource that exists and carries this project's marker
+    (a resource that changed hands since the last refresh is never touched).
+    Kinds implement `remove` instead of `drop`.
     """
 
     def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
@@ -202,8 +202,6 @@ class GuardedKind(KindProvider):
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         with self._reachable(news):
-            ident = Identity.from_props(news)
-            self._owned(self._instance(ident, "update"), ident, "update")
             return super().update(id_, olds, news)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
@@ -221,15 +219,6 @@ class GuardedKind(KindProvider):
         if broken:
             field, message = broken[0]
             raise InvalidSpec(verb, f"{self.kind} {ident}", f"{field}: {message}")
-
-    def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
-        observed = self.observe(instance, ident)
-        if observed is None:
-            raise NotFound(verb, f"{self.kind} {ident}", f"it no longer exists in {self.engine} instance {ident.instance!r}",
-                           "run `pulumi refresh`, then `pulumi up` creates it again")
-        if observed.owner != ident.owner:
-            raise self._conflict(verb, ident, observed)
-        return observed
 
     def _reachable(self, props: dict[str, Any]) -> ContextManager[None]:
         instance = self._instances.get(str(props.get("instance")))

@@ -523,7 +523,9 @@ def test_purge_never_drops_a_stream_relabelled_for_another_project(stream, owner
     outs = stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
     live = stream_config(js, owner)
     js(lambda j: j.update_stream(live.evolve(metadata={**live.metadata, "devstack.owner": "intruder"})))
-    assert stream.read("id", outs).outs["owner"] == "intruder"  # the next diff replaces
+    assert stream.read("id", outs).id == ""  # another project's now: gone from this ledger
+    with pytest.raises(Conflict, match="belongs to project 'intruder'.*nothing was changed"):
+        stream.update("id", outs, {**outs, "params": {**outs["params"], "max_age": 60}})
     with pytest.raises(Conflict, match="belongs to project 'intruder'.*nothing was dropped"):
         stream.delete("id", {**outs, "purge": True})
     assert stream_config(js, owner) is not None

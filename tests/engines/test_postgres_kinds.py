@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from providers.errors import Conflict, InvalidSpec, Unsupported
-from providers.postgres import Database, Role, User
+from providers.postgres import Database, Role, User, _database_exists
 from tests.engines.conftest import props
 
 PG = {"host": "127.0.0.1", "port": 25432}
@@ -174,10 +174,15 @@ def test_database_drift_owner_changed_and_encoding_replaces(database, owner, adm
     assert admin_conn.execute(
         "SELECT r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE d.datname = %s", (owner,)
     ).fetchone() == (owner,)
-    # Re-labelled for another project: read shows that owner, so the next diff replaces.
+    # Re-labelled for another project: gone from this ledger; update and purge refuse to touch it.
     admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
         sql.Identifier(owner), sql.Literal(json.dumps({"managed-by": "devstack", "owner": "someone-else"}))))
-    assert database.diff("id", database.read("id", outs).outs, inputs).replaces == ["owner"]
+    assert database.read("id", outs).id == ""
+    with pytest.raises(Conflict, match="belongs to project 'someone-else'.*nothing was changed"):
+        database.update("id", outs, {**inputs, "params": {**inputs["params"], "connection_limit": 3}})
+    with pytest.raises(Conflict, match="belongs to project 'someone-else'.*nothing was dropped"):
+        database.delete("id", {**outs, "purge": True})
+    assert _database_exists(admin_conn, owner)
 
 
 # --- role ---------------------------------------------------------------------
@@ -214,7 +219,9 @@ def test_role_drift_login_inherit_owner_and_drop(role, owner, admin_conn):
     assert role_facts(admin_conn, f"{owner}_readers")["login"] is False
     admin_conn.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(
         name, sql.Literal(json.dumps({"managed-by": "devstack", "owner": "intruder", "kind": "role"}))))
-    assert role.diff("id", role.read("id", outs).outs, inputs).replaces == ["owner"]
+    assert role.read("id", outs).id == ""  # another project's now: gone from this ledger
+    with pytest.raises(Conflict, match="belongs to project 'intruder'"):
+        role.update("id", outs, inputs)
     admin_conn.execute(sql.SQL("DROP ROLE {}").format(name))
     assert role.read("id", outs).id == ""
 

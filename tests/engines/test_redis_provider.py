@@ -159,7 +159,9 @@ def test_index_drift_through_read(index, owner, admin_redis):
     admin_redis.hset(ALLOCATIONS_KEY, owner, json.dumps({**entry, "db": outs["db"] + 100}))
     assert index.read("id", outs).outs["db"] == outs["db"] + 100  # refresh shows the live index
     admin_redis.hset(ALLOCATIONS_KEY, owner, json.dumps({**entry, "owner": "intruder"}))
-    assert index.diff("id", index.read("id", outs).outs, inputs).replaces == ["owner"]
+    assert index.read("id", outs).id == ""  # another project's now: gone from this ledger
+    with pytest.raises(Conflict, match="belongs to project 'intruder'.*nothing was changed"):
+        index.update("id", outs, inputs)
     admin_redis.hdel(ALLOCATIONS_KEY, owner)
     assert index.read("id", outs).id == ""
 
@@ -306,7 +308,9 @@ def test_user_drift_through_read(acl_user, owner, admin_redis):
     assert live["enabled"] is True and "+flushall" not in live["commands"]
     marker = json.loads(admin_redis.hget(ACL_OWNERS_KEY, owner))
     admin_redis.hset(ACL_OWNERS_KEY, owner, json.dumps({**marker, "owner": "intruder"}))
-    assert acl_user.diff("id", acl_user.read("id", outs).outs, inputs).replaces == ["owner"]
+    assert acl_user.read("id", outs).id == ""  # another project's now: gone from this ledger
+    with pytest.raises(Conflict, match="belongs to project 'intruder'"):
+        acl_user.update("id", outs, inputs)
     admin_redis.acl_deluser(owner)
     assert acl_user.read("id", outs).id == ""
 

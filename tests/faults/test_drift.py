@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from psycopg import sql
+from pulumi import automation as auto
 
 from bench.sweep import sweep
 from tests.faults.behind import Engines
@@ -42,3 +46,35 @@ def test_deleted_and_changed_behind_pulumis_back(project_dir, offline_env, pulum
         assert changes(stack.preview()) == {}
     finally:
         stack.destroy()
+
+
+def test_a_name_another_project_took_over_is_never_touched(project_dir, offline_env, pulumi_command, admin, shared, prefix):
+    """A's database is dropped behind Pulumi's back and B (another workspace) creates one of the same
+    name. A's refresh forgets its own, and A's next up refuses B's: even with `purge: true`, nothing
+    of B's is changed or dropped."""
+    name, a, b = f"{prefix}-app", f"{prefix}-a", f"{prefix}-b"
+    declaration = [{"uses": "pg", "kind": "database", "name": name, "purge": True}]
+    stack_a = new_stack(project_dir, offline_env, pulumi_command, name="faults-a")
+    configure(stack_a, [write_project(project_dir, a, declaration)], {"pg": shared["pg"]}, admin, name="faults-a")
+    stack_b = new_stack(project_dir, offline_env, pulumi_command, name="faults-b")
+    configure(stack_b, [write_project(project_dir, b, declaration)], {"pg": shared["pg"]}, admin, name="faults-b")
+    database = name.replace("-", "_")
+    try:
+        assert changes(stack_a.up()) == {"create": 4}  # stack, workspace, project, database
+        with Engines(shared, admin).pg() as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
+        assert changes(stack_b.up()) == {"create": 4}
+
+        assert changes(stack_a.refresh()) == {"delete": 1}  # not ours any more: gone from A's ledger
+        with pytest.raises(auto.errors.CommandError) as refused:
+            stack_a.up()
+        assert f"Conflict: cannot create database postgres/pg/database/{name}@{a}" in str(refused.value)
+        assert f"belongs to project '{b}'" in str(refused.value)
+        with Engines(shared, admin).pg() as conn:
+            marker = conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                                  (database,)).fetchone()
+        assert marker is not None and json.loads(marker[0])["owner"] == b
+        assert changes(stack_b.preview(refresh=True)) == {}
+    finally:
+        stack_b.destroy()
+        stack_a.destroy()
