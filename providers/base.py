@@ -30,7 +30,7 @@ from pulumi.dynamic import (
 )
 from pydantic import BaseModel, ValidationError
 
-from providers.errors import Conflict, InvalidSpec, NotFound
+from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance, instances_from_config
 
@@ -201,6 +201,10 @@ class KindProvider(ResourceProvider):
         observed = self.observe(instance, ident)
         if observed is not None and observed.owner != ident.owner:
             raise self._conflict("create", ident, observed)
+        if observed is not None:
+            # Ours already (a killed run's, or retained by a replace): adopted as it is where it cannot change.
+            require_same("create", f"{self.kind} {ident}", observed.params, spec.model_dump(mode="json"),
+                         self.create_only, self.Spec)
         attributes = self.create_resource(instance, ident, spec, props)
         return CreateResult(str(ident), {**props, **attributes})
 
@@ -338,6 +342,22 @@ class LazyModule:
 
     def __repr__(self) -> str:
         return f"<lazy module {self._name!r}>"
+
+
+def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, Any], fixed: frozenset[str],
+                 spec: type[BaseModel] | None = None) -> None:
+    """Refuse to adopt a resource whose create-only params differ (the engine cannot change them).
+
+    `spec` gives the names as devstack.yaml spells them (its aliases)."""
+    for key in sorted(fixed):
+        if key in live and live[key] != wanted.get(key):
+            field = spec.model_fields.get(key) if spec else None
+            param, value = (field.alias if field else None) or key, json.dumps(live[key])  # JSON reads as YAML
+            raise Unsupported(
+                verb, what,
+                f"it exists with params.{param} {value} and params.{param} cannot change in place",
+                f"declare {param}: {value}, or delete it with purge and create it again",
+            )
 
 
 def ownership_marker(ident: Identity, stack: str) -> str:

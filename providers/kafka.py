@@ -481,10 +481,7 @@ class Topic(KafkaKind):
         live = live_topic(admin, name, what)
         if live is None:
             create_topic(admin, name, spec, what)
-        else:
-            if live["replication_factor"] != spec.replication_factor:
-                raise Unsupported("create", what, f"it exists with replication_factor {live['replication_factor']} "
-                                  "and Kafka cannot change it in place here", "declare that value, or purge and re-create")
+        else:  # adopted: `create` has checked that the replication factor is as declared
             self._converge(admin, name, spec, live, what)
         return self._attributes(instance, name, spec)
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine,
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker, require_same
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -309,17 +309,6 @@ async def stream_info(js: JetStreamContext, name: str) -> StreamInfo | None:
         return None
 
 
-def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, Any], fixed: frozenset[str]) -> None:
-    """Refuse to adopt a resource whose create-only params differ (the engine cannot change them)."""
-    for key in sorted(fixed):
-        if key in live and live[key] != wanted.get(key):
-            raise Unsupported(
-                verb, what,
-                f"it exists with {key} {live[key]!r} and {key} cannot change in place",
-                f"declare {key}: {live[key]!r}, or delete it with purge and create it again",
-            )
-
-
 async def delete_owned_stream(js: JetStreamContext, name: str, ident: Identity, what: str) -> None:
     """Delete a stream only when its metadata names the resource's owner: a purge never drops someone else's."""
     info = await stream_info(js, name)
@@ -454,7 +443,7 @@ class Stream(NatsKind):
                 discard=jetstream_api.DiscardPolicy.OLD,
             )
             if info is not None:
-                require_same("create", f"stream {ident}", stream_params(live), spec.model_dump(), self.create_only)
+                require_same("create", f"stream {ident}", stream_params(live), spec.model_dump(), self.create_only, self.Spec)
             wanted = live.evolve(
                 subjects=subjects, max_age=float(spec.max_age), max_bytes=spec.max_bytes, max_msgs=spec.max_msgs,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.max_age),
@@ -620,7 +609,7 @@ class Consumer(NatsKind):
         stream, info = existing
         live = consumer_params(info.config, stream_declaration(stream.config.name or "", ident.owner))
         if adopting:
-            require_same("create", what, live, spec.model_dump(), self.create_only)
+            require_same("create", what, live, spec.model_dump(), self.create_only, self.Spec)
         if live["filter_subject"] != spec.filter_subject and not FEATURES["consumer_filter_update"](version):
             raise Unsupported("update", what, "this server cannot change a consumer's filter subject",
                               "use nats-server 2.10+, or delete the consumer with purge and re-create it")
@@ -716,7 +705,7 @@ class Kv(NatsKind):
             info = await stream_info(session.js, KV_STREAM_PREFIX + bucket)
             live = info.config if info else self._new_config(bucket, spec)
             if info is not None:
-                require_same("create", f"kv {ident}", kv_params(live), spec.model_dump(), self.create_only)
+                require_same("create", f"kv {ident}", kv_params(live), spec.model_dump(), self.create_only, self.Spec)
             wanted = live.evolve(
                 max_msgs_per_subject=spec.history, max_age=float(spec.ttl), max_bytes=spec.max_bytes,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.ttl),

@@ -225,6 +225,22 @@ def _reassign_and_drop_owned(conn: psycopg.Connection, role: str, heir: str | No
 # --- database -------------------------------------------------------------
 
 
+#: The encodings a PostgreSQL database can have (the server-side ones), as the server names them.
+SERVER_ENCODINGS = (
+    "SQL_ASCII EUC_JP EUC_CN EUC_KR EUC_TW EUC_JIS_2004 UTF8 MULE_INTERNAL LATIN1 LATIN2 LATIN3 LATIN4 LATIN5 "
+    "LATIN6 LATIN7 LATIN8 LATIN9 LATIN10 WIN1256 WIN1258 WIN866 WIN874 KOI8R WIN1251 WIN1252 ISO_8859_5 "
+    "ISO_8859_6 ISO_8859_7 ISO_8859_8 WIN1250 WIN1253 WIN1254 WIN1255 WIN1257 KOI8U"
+).split()
+
+
+def _spelling(name: str) -> str:
+    # How the server compares encoding names: case and punctuation do not count ("utf-8" is UTF8).
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+_ENCODINGS = {_spelling(name): name for name in SERVER_ENCODINGS} | {"unicode": "UTF8"}
+
+
 class DatabaseSpec(BaseModel):
     """Params of a `database`. Encoding and locale are fixed at creation; the rest updates in place."""
 
@@ -236,6 +252,16 @@ class DatabaseSpec(BaseModel):
     #: Extensions devstack installs (as admin) inside the database; sorted and unique.
     extensions: list[str] = Field(default_factory=list)
 
+    @field_validator("encoding")
+    @classmethod
+    def _server_encoding(cls, value: str) -> str:
+        # Stored as the server reports it, so a refresh of `encoding: utf-8` reads no change
+        # (which, encoding being fixed at creation, would mean a replace).
+        try:
+            return _ENCODINGS[_spelling(value)]
+        except KeyError:
+            raise ValueError(f"{value!r} is not a PostgreSQL server encoding (e.g. UTF8, LATIN1, SQL_ASCII)") from None
+
     @field_validator("extensions")
     @classmethod
     def _extension_names(cls, value: list[str]) -> list[str]:
@@ -246,7 +272,11 @@ class DatabaseSpec(BaseModel):
 
 
 class Database(KindProvider):
-    """The project's LOGIN role plus a database owned by it, CONNECT revoked from PUBLIC."""
+    """The project's LOGIN role plus a database owned by it, CONNECT revoked from PUBLIC.
+
+    `read` reports in `isolated` whether PUBLIC is still kept out; a grant made
+    outside Pulumi shows as drift, and the next update revokes it again.
+    """
 
     engine = ENGINE
     kind = "database"
@@ -267,7 +297,10 @@ class Database(KindProvider):
             row = conn.execute(
                 """
                 SELECT r.rolname, shobj_description(d.oid, 'pg_database'),
-                       pg_encoding_to_char(d.encoding), d.datcollate, d.datconnlimit
+                       pg_encoding_to_char(d.encoding), d.datcollate, d.datconnlimit,
+                       -- No ACL at all means the defaults, which let PUBLIC connect.
+                       NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
+                                   WHERE a.grantee = 0 AND a.privilege_type IN ('CONNECT', 'TEMPORARY'))
                 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
                 WHERE d.datname = %s
                 """,
@@ -275,11 +308,11 @@ class Database(KindProvider):
             ).fetchone()
             if row is None:
                 return None
-            owner_role, marker, encoding, collate, connection_limit = row
+            owner_role, marker, encoding, collate, connection_limit, isolated = row
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
             if marker_owner(marker) is not None:  # never open sessions in a database we do not manage
                 params["extensions"] = _managed_extensions(instance, database)
-        return Observed(owner=marker_owner(marker), params=params, attributes={"user": owner_role})
+        return Observed(owner=marker_owner(marker), params=params, attributes={"user": owner_role, "isolated": isolated})
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -354,7 +387,9 @@ class Database(KindProvider):
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None
-        return ["user"] if olds.get("user") not in (None, expected_user) else []
+        drifted = ["user"] if olds.get("user") not in (None, expected_user) else []
+        # CONNECT or TEMPORARY granted to PUBLIC again: other projects' logins could get in.
+        return drifted + (["isolated"] if olds.get("isolated") is False else [])
 
     # --- steps -----------------------------------------------------------
 
@@ -389,7 +424,8 @@ class Database(KindProvider):
 
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
-        return {"host": instance.host, "port": instance.port, "user": role, "database": database, "password": password}
+        return {"host": instance.host, "port": instance.port, "user": role, "database": database, "password": password,
+                "isolated": True}
 
 
 def _database_exists(conn: psycopg.Connection, database: str) -> bool:

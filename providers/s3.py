@@ -379,14 +379,8 @@ class Bucket(GuardedKind):
         self.enforce("create", ident, spec)
         bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
         observed = self.observe(instance, ident)
-        if observed is None:
+        if observed is None:  # else adopted: `create` has checked that object lock is as declared
             self._create_bucket(instance, ident, s3, bucket, spec)
-        elif observed.params["object_lock"] != spec.object_lock:
-            live = "on" if observed.params["object_lock"] else "off"
-            raise Unsupported(
-                "adopt", f"bucket {ident}", f"object lock is {live} on the existing bucket and S3 fixes it at creation",
-                f"set objectLock: {str(observed.params['object_lock']).lower()}, or purge the bucket and apply again",
-            )
         self._converge(s3, ident, bucket, spec, props.get("stack"))
         return self._attributes(instance, bucket)
 

@@ -222,7 +222,7 @@ def test_replication_factor_replaces(topic, owner, kadmin):
     news = topic_inputs(topic, owner, replicationFactor=2)
     diff = topic.diff("id", outs, news)
     assert diff.replaces == ["params.replication_factor"] and diff.delete_before_replace
-    with pytest.raises(Unsupported, match="replication_factor 1"):
+    with pytest.raises(Unsupported, match="exists with params.replicationFactor 1"):
         topic.create(news)  # adopting cannot change it in place
     # The replacement on this one-broker cluster: the broker refuses, and says why.
     topic.delete("id", {**outs, "purge": True})

@@ -21,7 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from providers.base import KindProvider
-from providers.errors import Conflict, EngineUnavailable, InvalidSpec
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.localstack import LocalstackBucket, Queue, Stream, Table, Topic
 from tests.engines.conftest import props
 
@@ -554,12 +554,26 @@ def test_table_key_shorthand_and_range_key(provider_for, owner):
         oob.cleanup(name)
 
 
+def test_table_adoption_refuses_a_different_key_schema(provider_for, owner):
+    """Ours already (a retained replace) with another hash key: refused, not recorded as declared."""
+    table, oob = provider_for(Table), TableOutOfBand()
+    name = f"{owner}-items"
+    try:
+        table.create(checked(table, "items", owner, {"hashKey": {"name": "pk", "type": "N"}}))
+        with pytest.raises(Unsupported, match=r'exists with params.hashKey \{"name": "pk", "type": "N"\}'):
+            table.create(checked(table, "items", owner, {"hashKey": "id"}))
+        schema = oob.ddb.describe_table(TableName=name)["Table"]["KeySchema"]
+        assert schema == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    finally:
+        oob.cleanup(name)
+
+
 def test_bucket_adoption_refuses_a_different_object_lock(provider_for, owner):
     bucket, oob = provider_for(LocalstackBucket), BucketOutOfBand()
     name = f"{owner}-locked"
     try:
         outs = bucket.create(checked(bucket, "locked", owner, {"versioning": True, "objectLock": True})).outs
-        with pytest.raises(Exception, match="object lock is on"):
+        with pytest.raises(Unsupported, match="exists with params.objectLock true .*declare objectLock: true"):
             bucket.create(checked(bucket, "locked", owner, {"versioning": True}))
         oob.s3.put_object(Bucket=name, Key="k", Body=b"v")
         bucket.delete("id", {**outs, "purge": True})  # locked buckets (no retention set) still purge

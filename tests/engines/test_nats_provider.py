@@ -333,7 +333,7 @@ def test_consumer_create_only_params_replace(consumer, owner, owned_stream, para
 def test_consumer_replace_as_pulumi_runs_it(consumer, owner, owned_stream, js):
     outs = consumer.create(consumer_inputs(consumer, owner)).outs
     news = consumer_inputs(consumer, owner, deliverPolicy="new")
-    with pytest.raises(Unsupported, match="deliver_policy 'all'"):
+    with pytest.raises(Unsupported, match='exists with params.deliverPolicy "all"'):
         consumer.create(news)  # adopting would need an in-place change the server refuses
     consumer.delete("id", {**outs, "purge": True})
     consumer.create(news)
@@ -448,7 +448,7 @@ def test_kv_storage_replaces(kv, owner):
     outs = kv.create(kv_inputs(kv, owner)).outs
     news = kv_inputs(kv, owner, storage="memory")
     assert kv.diff("id", outs, news).replaces == ["params.storage"]
-    with pytest.raises(Unsupported, match="storage 'file'"):
+    with pytest.raises(Unsupported, match='exists with params.storage "file"'):
         kv.create(news)
 
 

@@ -160,6 +160,43 @@ def test_database_bad_params_name_the_field(database, owner, params, field):
     assert any(name.startswith(field) for name in failures), failures
 
 
+def test_database_encoding_in_any_spelling_reads_back_unchanged(database, owner):
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, {"encoding": "utf-8"})).inputs
+    assert inputs["params"]["encoding"] == "UTF8"  # as the server names it
+    outs = database.create(inputs).outs
+    refreshed = database.read("id", outs).outs
+    assert not database.diff("id", refreshed, inputs).changes  # no replace after a refresh
+    failures = check_failures(database, props("postgres", "pg", "database", owner, owner, {"encoding": "utf-16"}))
+    assert "not a PostgreSQL server encoding" in failures["params.encoding"]
+
+
+def test_database_adopted_only_with_the_encoding_it_has(database, owner, admin_conn):
+    """Ours already (a retained replace), with another encoding: refused, not silently recorded as declared."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    admin_conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(owner)))
+    admin_conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} ENCODING 'SQL_ASCII' LOCALE 'C' TEMPLATE template0").format(
+        sql.Identifier(owner), sql.Identifier(owner)))
+    admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+        sql.Identifier(owner), sql.Literal(json.dumps({"managed-by": "devstack", "owner": owner}))))
+    with pytest.raises(Unsupported, match='exists with params.encoding "SQL_ASCII".*declare encoding: "SQL_ASCII"'):
+        database.create(inputs)
+    assert database.read("id", outs).outs["params"]["encoding"] == "SQL_ASCII"
+
+
+def test_database_public_access_granted_outside_is_drift_and_revoked(database, owner, admin_conn):
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    assert outs["isolated"] is True and database.read("id", outs).outs["isolated"] is True
+    admin_conn.execute(sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO PUBLIC").format(sql.Identifier(owner)))
+    refreshed = database.read("id", outs).outs
+    assert refreshed["isolated"] is False
+    diff = database.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    database.update("id", refreshed, inputs)  # the next up revokes it
+    assert database.read("id", outs).outs["isolated"] is True
+
+
 def test_database_drift_owner_changed_and_encoding_replaces(database, owner, admin_conn):
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
