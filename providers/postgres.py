@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator
 
+from pulumi.dynamic import ReadResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
@@ -97,6 +98,36 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
         ) from err
     with conn:
         yield conn
+
+
+def password_works(instance: SharedInstance, user: str, password: str) -> bool:
+    """Whether `user` can still log in with `password`: false only when the server says the password is wrong.
+
+    A refresh's check for a password reset outside Pulumi. The server authenticates
+    before it looks at the database, so any other refusal (no CONNECT, a connection
+    limit) means the password itself was accepted.
+    """
+    try:
+        psycopg.connect(host=instance.host, port=instance.port, user=user, password=password,
+                        dbname="postgres", connect_timeout=5).close()
+    except psycopg.OperationalError as err:
+        return "password authentication failed" not in str(err)
+    return True
+
+
+class _LoginKind(KindProvider):
+    """A kind that logs in with a password it stores: `read` reports in `passwordInSync` whether that
+    password still works, and the next update sets it again when it does not."""
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        result = super().read(id_, props)
+        if result.id and props.get("password") and result.outs.get("user"):
+            instance = self._instance(Identity.from_props(props), "read")
+            result.outs["passwordInSync"] = password_works(instance, result.outs["user"], props["password"])
+        return result
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["passwordInSync"] if olds.get("passwordInSync") is False else []
 
 
 @contextmanager
@@ -271,7 +302,7 @@ class DatabaseSpec(BaseModel):
         return sorted(set(value))
 
 
-class Database(KindProvider):
+class Database(_LoginKind):
     """The project's LOGIN role plus a database owned by it, CONNECT revoked from PUBLIC.
 
     `read` reports in `isolated` whether PUBLIC is still kept out; a grant made
@@ -352,7 +383,7 @@ class Database(KindProvider):
         removed = set((old.get("params") or {}).get("extensions") or []) - set(spec.extensions)
         with admin_connection(instance) as conn, ddl_lock(conn):
             _check_extensions(conn, ident, spec.extensions)
-            if password != old.get("password"):
+            if password != old.get("password") or old.get("passwordInSync") is False:
                 _set_password(conn, role, password)
             self._converge(conn, database, role, spec, marker)
             _drop_extensions(instance, ident, database, sorted(removed))
@@ -387,7 +418,7 @@ class Database(KindProvider):
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None
-        drifted = ["user"] if olds.get("user") not in (None, expected_user) else []
+        drifted = super().drift(olds) + (["user"] if olds.get("user") not in (None, expected_user) else [])
         # CONNECT or TEMPORARY granted to PUBLIC again: other projects' logins could get in.
         return drifted + (["isolated"] if olds.get("isolated") is False else [])
 
@@ -425,7 +456,7 @@ class Database(KindProvider):
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "user": role, "database": database, "password": password,
-                "isolated": True}
+                "isolated": True, "passwordInSync": True}
 
 
 def _database_exists(conn: psycopg.Connection, database: str) -> bool:
@@ -636,7 +667,7 @@ class UserSpec(BaseModel):
     rotation: Rotation = None
 
 
-class User(_ProjectRoleKind):
+class User(_LoginKind, _ProjectRoleKind):
     """A LOGIN role `<owner>_<name>`, member of the project's role and optionally of a group `role`."""
 
     kind = "user"
@@ -665,7 +696,7 @@ class User(_ProjectRoleKind):
         return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
-        changed = [] if olds.get("login", True) else ["login"]
+        changed = super().drift(olds) + ([] if olds.get("login", True) else ["login"])
         if "member_of" in olds and olds.get("owner"):
             try:
                 expected = self._groups(olds["owner"], UserSpec.model_validate(olds.get("params") or {}))
@@ -712,7 +743,7 @@ class User(_ProjectRoleKind):
             _comment_role(conn, name, kind_marker(ident, stack))
         return {
             "host": instance.host, "port": instance.port, "user": name, "password": password,
-            "database": database, "login": True, "member_of": groups,
+            "database": database, "login": True, "member_of": groups, "passwordInSync": True,
         }
 
     def _check_project_role(self, conn: psycopg.Connection, ident: Identity, project: str) -> RoleRow | None:

@@ -197,6 +197,24 @@ def test_database_public_access_granted_outside_is_drift_and_revoked(database, o
     assert database.read("id", outs).outs["isolated"] is True
 
 
+@pytest.mark.parametrize("kind", ["database", "user"])
+def test_password_reset_outside_is_drift_and_set_again(kind, database, user, owner, admin_conn):
+    provider = {"database": database, "user": user}[kind]
+    inputs = provider.check({}, props("postgres", "pg", kind, owner if kind == "database" else "app", owner,
+                                      credentials="generated")).inputs
+    outs = provider.create(inputs).outs
+    assert provider.read("id", outs).outs["passwordInSync"] is True
+    admin_conn.execute(sql.SQL("ALTER ROLE {} PASSWORD 'reset-by-hand'").format(sql.Identifier(outs["user"])))
+    refreshed = provider.read("id", outs).outs
+    assert refreshed["passwordInSync"] is False
+    diff = provider.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    updated = provider.update("id", refreshed, inputs).outs  # the next up sets the stored one again
+    assert updated["password"] == outs["password"]
+    connect({**outs, "database": "postgres"}).close()
+    assert provider.read("id", updated).outs["passwordInSync"] is True
+
+
 def test_database_drift_owner_changed_and_encoding_replaces(database, owner, admin_conn):
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
