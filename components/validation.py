@@ -186,15 +186,17 @@ def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> Pro
                               "at most 40 characters (the name prefixes every engine resource)")
     resources = _list(data, "resources", report)
     decls: list[tuple[int, ResourceDecl]] = []
+    broken: list[Any] = []
     for i, raw in enumerate(resources):
         try:
             decls.append((i, ResourceDecl.model_validate(raw)))
         except ValidationError as err:
             report.pydantic(err, ("resources", i), ResourceDecl)
+            broken.append(raw)
     for i, decl in decls:
         _check_resource(i, decl, owner, decls, workspace, report)
     _check_shared_logins(decls, owner, workspace, report)
-    services = _services(data, decls, owner, workspace, report)
+    services = _services(data, decls, broken, owner, workspace, report)
     if report.problems or header is None:
         return None
     for _, decl in decls:
@@ -227,7 +229,8 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
                                    f"(kinds: {', '.join(kinds)})")
         return
     try:
-        provider.engine_name(decl.name or owner, owner)
+        if PROJECT_NAME.match(owner):  # engine names derive from it: a bad one is reported once, on `name`
+            provider.engine_name(decl.name or owner, owner)
     except InvalidSpec as err:
         report.add(at + ("name",), f"{err.cause} (name {decl.name or owner!r}"
                                    f"{'' if decl.name else ', the project name'} cannot be a {instance.engine} {decl.kind} name)")
@@ -281,7 +284,8 @@ def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: 
                            f"`credentials: predictable` on each, or declare a `user` for a login with its own password)")
 
 
-def _services(data: dict, decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> dict[str, ServiceDecl]:
+def _services(data: dict, decls, broken: list[Any], owner: str, workspace: WorkspaceConfig,
+              report: _Report) -> dict[str, ServiceDecl]:
     raw_services = data.get("services") or {}
     if not isinstance(raw_services, dict):
         report.add(("services",), "must be a mapping of service name to its uses and env")
@@ -298,7 +302,7 @@ def _services(data: dict, decls, owner: str, workspace: WorkspaceConfig, report:
             if uses not in workspace.shared:
                 report.add(at + ("uses", j), f"names no shared instance of workspace {workspace.name!r}")
         for j, item in enumerate(service.env.imports):
-            _check_import(at + ("env", "import", j), item, decls, owner, workspace, report)
+            _check_import(at + ("env", "import", j), item, decls, broken, owner, workspace, report)
         for var, value in service.env.plain().items():
             _check_plain(at + ("env", var), var, value, workspace, report)
         services[str(name)] = service
@@ -315,8 +319,11 @@ def resolve_source(source: str, decls: list[ResourceDecl], owner: str) -> Resour
     return next((d for d in decls if d.uses == instance and d.kind == kind and (d.name or owner) == name), None)
 
 
-def _check_import(at: FieldPath, item: EnvImport, decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:
+def _check_import(at: FieldPath, item: EnvImport, decls, broken: list[Any], owner: str, workspace: WorkspaceConfig,
+                  report: _Report) -> None:
     decl = resolve_source(item.source, [d for _, d in decls], owner)
+    if decl is None and _names_a_broken_entry(item.source, broken, owner):
+        return  # the entry is there but invalid, and reported as such
     if decl is None:
         report.add(at + ("from",), f"{item.source!r} names no resource of this project "
                                    f"(use <instance>/<kind>[/<name>] of an entry under resources)")
@@ -329,6 +336,13 @@ def _check_import(at: FieldPath, item: EnvImport, decls, owner: str, workspace: 
         if attribute not in template.names():
             report.add(at + ("vars", var), f"{instance.engine} {decl.kind} has no attribute {attribute!r} "
                                            f"(attributes: {', '.join(template.names())})")
+
+
+def _names_a_broken_entry(source: str, broken: list[Any], owner: str) -> bool:
+    parts = source.split("/")
+    wanted = (parts[0], parts[1], parts[2] if len(parts) == 3 else owner) if len(parts) in (2, 3) else None
+    return any(isinstance(raw, dict) and (raw.get("uses"), raw.get("kind"), raw.get("name") or owner) == wanted
+               for raw in broken)
 
 
 def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig, report: _Report) -> None:

@@ -212,6 +212,15 @@ def test_duplicate_project_names(tmp_path):
     assert "already declared by p0/devstack.yaml" in found[0].message
 
 
+def test_no_follow_on_problems_from_a_broken_entry_or_a_bad_project_name(tmp_path):
+    imports = "services:\n  api:\n    env:\n      import:\n        - from: pg/database\n          vars: {URL: dsn}\n"
+    broken = HEADER + "resources:\n  - uses: pg\n    kind: database\n    credentials: sometimes\n" + imports
+    assert [p.path for p in problems(tmp_path, broken)] == ["resources[0].credentials"]
+    (tmp_path / "name").mkdir()
+    numbered = db().replace("name: shop", "name: 123")
+    assert [p.path for p in problems(tmp_path / "name", numbered)] == ["name"]
+
+
 def test_every_problem_is_reported_at_once(tmp_path):
     text = (HEADER + "resources:\n  - uses: mysql\n    kind: database\n"
             "  - uses: pg\n    kind: table\n  - uses: pg\n    kind: database\n    credentials: x\n")
