@@ -83,8 +83,14 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
         return "is required"
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
-        return f"must be {expected} (got {error.get('input')!r})"
-    return f"{error['msg']} (got {error.get('input')!r})"
+        return f"must be {expected} (got {_shown(error.get('input'))})"
+    return f"{error['msg']} (got {_shown(error.get('input'))})"
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """The offending value, cut short: a whole section given the wrong shape would fill the screen."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_display: str,

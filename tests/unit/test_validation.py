@@ -262,6 +262,13 @@ def test_instance_version_may_be_a_number_and_port_must_be_one(tmp_path):
     assert "less than or equal to 65535" in found[0].message
 
 
+def test_a_section_of_the_wrong_shape_is_quoted_short(tmp_path):
+    workspace = {**WORKSPACE, "shared": [{"name": f"instance-{i}", "engine": "postgres"} for i in range(20)]}
+    (problem,) = problems(tmp_path, HEADER, workspace=workspace)
+    assert problem.path == "config.devstack:workspace.shared" and "valid dictionary" in problem.message
+    assert len(problem.message) < 120 and problem.message.endswith(" ...)")
+
+
 def test_unknown_engine_of_an_instance_in_use_is_reported_once(tmp_path):
     workspace = {**WORKSPACE, "shared": {"pg": {**WORKSPACE["shared"]["pg"], "engine": "postgresql"}}}
     found = problems(tmp_path, db() + "  - uses: pg\n    kind: database\n    name: orders\n", workspace=workspace)
