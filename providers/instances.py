@@ -18,7 +18,8 @@ WORKSPACE_KEY = "devstack:workspace"
 class SharedInstance(BaseModel):
     """One shared, already-running engine the workspace provides."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # hide_input_in_errors: an error about one field must not quote the others (the admin password).
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, hide_input_in_errors=True)
 
     name: str
     engine: str
@@ -62,5 +63,6 @@ def instances_from_config(config: _ConfigReader) -> dict[str, SharedInstance]:
     for name, raw in (workspace.get("shared") or {}).items():
         secret_key = raw.get("adminSecret", "")
         password = config.get(f"devstack:{secret_key}") if secret_key else None
-        instances[name] = SharedInstance.model_validate({**raw, "name": name, "admin_password": password})
+        secret = SecretStr(password) if password is not None else None  # never a plain str, even in an error
+        instances[name] = SharedInstance.model_validate({**raw, "name": name, "admin_password": secret})
     return instances

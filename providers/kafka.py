@@ -612,13 +612,12 @@ def wanted_bindings(owner: str, principal: str, spec: AclSpec) -> set[AclBinding
     return bindings
 
 
-def live_bindings(admin: AdminClient, owner: str, principal: str, what: str) -> set[AclBinding]:
-    """The principal's bindings on the project's own patterns (other grants are not ours to manage)."""
+def live_bindings(admin: AdminClient, principal: str, what: str) -> set[AclBinding]:
+    """Every binding of the principal, wherever it points: the principal is this declaration's alone,
+    so a grant beyond the wanted ones (another project's topics, the cluster) is drift to revoke."""
     flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{principal}", None,
                            AclOperation.ANY, AclPermissionType.ANY)
-    found = result(admin.describe_acls(flt, request_timeout=REQUEST_TIMEOUT), "describe ACLs of", what)
-    ours = {(r, n, p) for r, n, p in acl_patterns(owner)}
-    return {b for b in found if (b.restype, b.name, b.resource_pattern_type) in ours}
+    return set(result(admin.describe_acls(flt, request_timeout=REQUEST_TIMEOUT), "describe ACLs of", what))
 
 
 def acl_params(owner: str, bindings: set[AclBinding]) -> dict[str, Any]:
@@ -657,6 +656,8 @@ class Acl(KafkaKind):
     The principal is `User:<owner>` (or `User:<owner>.<name>` for another
     declaration); its grants cover topics and groups named `<owner>.*` and the
     bare `<owner>`, and nothing else, on a broker that denies by default.
+    `read` reports in `aclInSync` whether the principal has exactly those
+    grants; one added outside Pulumi is drift, and the next update revokes it.
     """
 
     kind = "acl"
@@ -673,9 +674,15 @@ class Acl(KafkaKind):
         # Without its credential the principal cannot log in: the resource is gone.
         if not has_credential(admin, principal, what):
             return None
-        bindings = live_bindings(admin, ident.owner, principal, what)
-        return Observed(owner=self.marked_owner(instance, admin, ident), params=acl_params(ident.owner, bindings),
-                        attributes={"user": principal, "principal": f"User:{principal}"})
+        bindings = live_bindings(admin, principal, what)
+        params = acl_params(ident.owner, bindings)
+        # Exactly what those params grant, and nothing more (no other pattern, no DENY, no host).
+        in_sync = bindings == wanted_bindings(ident.owner, principal, AclSpec.model_construct(**params))
+        return Observed(owner=self.marked_owner(instance, admin, ident), params=params,
+                        attributes={"user": principal, "principal": f"User:{principal}", "aclInSync": in_sync})
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["aclInSync"] if olds.get("aclInSync") is False else []
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, AclSpec)
@@ -701,7 +708,7 @@ class Acl(KafkaKind):
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         principal, what = self.engine_name(ident.name, ident.owner), f"acl {ident}"
         admin = admin_client(instance)
-        bindings = live_bindings(admin, ident.owner, principal, what)
+        bindings = live_bindings(admin, principal, what)
         exists = has_credential(admin, principal, what)
         if not (exists or bindings):
             raise NotFound("drop", what, "neither its credential nor its ACLs exist")
@@ -713,9 +720,9 @@ class Acl(KafkaKind):
         write_marker(instance, self.marker_key(ident), None)
 
     def _converge(self, admin: AdminClient, ident: Identity, principal: str, spec: AclSpec) -> None:
-        """Grant what the spec lists and revoke what it does not, on the project's patterns only."""
+        """Grant what the spec lists and revoke every other binding of the principal."""
         what = f"acl {ident}"
-        live = live_bindings(admin, ident.owner, principal, what)
+        live = live_bindings(admin, principal, what)
         wanted = wanted_bindings(ident.owner, principal, spec)
         if wanted - live:
             for future in admin.create_acls(sorted(wanted - live), request_timeout=REQUEST_TIMEOUT).values():
@@ -724,7 +731,7 @@ class Acl(KafkaKind):
         if wanted != live:
             # The controller has committed the change; the broker's authorizer applies it
             # a moment later. Return when it has, so the principal works (and read agrees).
-            wait_until(lambda: live_bindings(admin, ident.owner, principal, what) == wanted, REQUEST_TIMEOUT)
+            wait_until(lambda: live_bindings(admin, principal, what) == wanted, REQUEST_TIMEOUT)
 
     @staticmethod
     def _revoke(admin: AdminClient, bindings: set[AclBinding], what: str) -> None:
@@ -738,7 +745,7 @@ class Acl(KafkaKind):
     @staticmethod
     def _attributes(instance: SharedInstance, ident: Identity, principal: str, password: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "user": principal, "password": password,
-                "principal": f"User:{principal}", "prefix": owner_prefix(ident.owner)}
+                "principal": f"User:{principal}", "prefix": owner_prefix(ident.owner), "aclInSync": True}
 
 
 #: The kinds this engine's provider serves: the single source of kinds for validation.

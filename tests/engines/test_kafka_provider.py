@@ -9,6 +9,7 @@ import pytest
 from pydantic import SecretStr
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
+    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -395,6 +396,33 @@ def test_acl_update_in_place_then_drift(acl, topic, owner, kadmin):
     deletion = UserScramCredentialDeletion(owner, ScramMechanism.SCRAM_SHA_512)
     kadmin.alter_user_scram_credentials([deletion])[owner].result(timeout=TIMEOUT)
     assert acl.read("id", outs).id == ""
+
+
+def test_acl_grants_added_outside_are_drift_and_revoked(acl, owner, kadmin):
+    """Grants beyond the project's (another project's prefix, every topic, an extra operation on its own)
+    would break isolation: read reports them, the next update revokes them all."""
+    inputs = acl_inputs(acl, owner)
+    outs = acl.create(inputs).outs
+    assert acl.read("id", outs).outs["aclInSync"] is True
+    extra = [AclBinding(ResourceType.TOPIC, "other-project.", ResourcePatternType.PREFIXED, f"User:{owner}", "*",
+                        AclOperation.READ, AclPermissionType.ALLOW),
+             AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, f"User:{owner}", "*",
+                        AclOperation.ALL, AclPermissionType.ALLOW),
+             AclBinding(ResourceType.TOPIC, f"{owner}.", ResourcePatternType.PREFIXED, f"User:{owner}", "*",
+                        AclOperation.DELETE, AclPermissionType.ALLOW)]
+    for future in kadmin.create_acls(extra).values():
+        future.result(timeout=TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while (refreshed := acl.read("id", outs).outs)["aclInSync"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert refreshed["params"]["operations"] == ["describe", "read", "write"]  # the declared ones are all there
+    diff = acl.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    acl.update("id", refreshed, inputs)
+    live = kadmin.describe_acls(everything(f"User:{owner}")).result(timeout=TIMEOUT)
+    assert not [b for b in live if b.name in ("other-project.", "*") or b.operation == AclOperation.DELETE]
+    assert acl.read("id", outs).outs["aclInSync"] is True
 
 
 def test_acl_generated_credentials_are_kept_and_rotate_only_on_policy_change(acl, owner):

@@ -55,3 +55,15 @@ def test_rotation_accepts_integers_and_short_strings_only():
     for bad in (True, "", "x" * 65, 1.5):
         with pytest.raises(ValidationError, match="must be an integer or a non-empty string"):
             Spec(rotation=bad)
+
+
+def test_a_broken_instance_never_quotes_its_admin_password():
+    from providers.instances import instances_from_config
+
+    password = "S3cr3tPassw0rdXYZabcdefghijklmn"
+    config = {"devstack:workspace": {"shared": {"cache": {"engine": "redis", "port": 1, "adminSecret": "k"}}},
+              "devstack:k": password}
+    with pytest.raises(ValidationError) as raised:  # adminUser is missing
+        instances_from_config(config)
+    assert "adminUser" in str(raised.value)
+    assert not any(password[i:i + 6] in str(raised.value) for i in range(len(password) - 5))
