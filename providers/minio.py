@@ -44,6 +44,8 @@ MANAGEMENT_ACTIONS = (
     "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:PutBucketVersioning",
     "s3:PutLifecycleConfiguration", "s3:PutBucketObjectLockConfiguration",
 )
+#: A user may mint service accounts for itself unless denied: credentials that would outlive a rotation.
+SELF_SERVICE_ACTIONS = ("admin:CreateServiceAccount", "admin:UpdateServiceAccount")
 
 
 class MinioBucket(s3.Bucket):
@@ -109,6 +111,11 @@ def _user_info(admin: MinioAdmin, user: str) -> dict[str, Any] | None:
         raise
 
 
+def _service_accounts(admin: MinioAdmin, user: str) -> list[str]:
+    accounts = json.loads(admin.list_service_account(user) or "{}").get("accounts") or []
+    return [account["accessKey"] if isinstance(account, dict) else account for account in accounts]
+
+
 def _policy_document(admin: MinioAdmin, policy: str) -> dict[str, Any] | None:
     try:
         return json.loads(admin.policy_info(policy))
@@ -172,6 +179,7 @@ def tenant_policy(ident: Identity, stack: str | None) -> dict[str, Any]:
         "Statement": [
             {"Effect": "Allow", "Action": ["s3:*"], "Resource": buckets},
             {"Effect": "Deny", "Action": list(MANAGEMENT_ACTIONS), "Resource": buckets},
+            {"Effect": "Deny", "Action": list(SELF_SERVICE_ACTIONS)},
         ],
     }
 
@@ -211,7 +219,8 @@ class AccessKey(s3.GuardedKind):
     derived from the key and rotation; `generated`: random, kept across
     updates until `rotation` changes) and is always a secret output. `read`
     reports out-of-band changes (user disabled, policy detached or edited,
-    secret reset) in `outOfBand`, which the next diff turns into an update.
+    secret reset, added to a group, service accounts made for it) in
+    `outOfBand`, which the next diff turns into an update.
     """
 
     engine = ENGINE
@@ -237,6 +246,10 @@ class AccessKey(s3.GuardedKind):
             out_of_band.append("status")
         if not _policy_current(ident, key, info, document):
             out_of_band.append("policy")
+        if info.get("memberOf"):  # a group's policies would reach beyond the project's buckets
+            out_of_band.append("groups")
+        if _service_accounts(admin, key):  # made out of band: they would outlive a rotation
+            out_of_band.append("serviceAccounts")
         return Observed(owner=owner, attributes={"accessKey": key, "policy": policy_name(key), "outOfBand": out_of_band})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -306,10 +319,15 @@ class AccessKey(s3.GuardedKind):
 
     @staticmethod
     def _converge(admin: MinioAdmin, ident: Identity, key: str, secret: str, stack: str | None) -> None:
-        """Policy, user (secret, enabled) and the one attachment; each call idempotent."""
+        """Policy, user (secret, enabled), the one attachment, no group and no service account;
+        each call idempotent."""
         admin.policy_add(policy_name(key), policy=tenant_policy(ident, stack))
         admin.user_add(key, secret)  # creates, or resets secret and status of, the user
         admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached
+        for group in (_user_info(admin, key) or {}).get("memberOf") or []:
+            admin.group_remove(group, [key])
+        for account in _service_accounts(admin, key):
+            admin.delete_service_account(account)
 
     @staticmethod
     def _secret_works(instance: SharedInstance, key: str, secret: str) -> bool:

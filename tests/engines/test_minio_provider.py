@@ -338,6 +338,41 @@ def test_access_key_drift_is_read_and_repaired(owner, buckets, keys, minio_admin
     assert provider.read("id", repaired).id == ""
 
 
+def test_access_key_groups_and_service_accounts_are_drift_and_removed(owner, buckets, keys, minio_admin, oob):
+    """A group (with its policies) or a service account would reach past the project, or outlive a
+    rotation: read reports both, the next update removes them, and the key cannot make its own."""
+    theirs = buckets("data", project=f"{owner}b")["bucket"]
+    oob.s3.put_object(Bucket=theirs, Key="secret.txt", Body=b"B's data")
+    provider, outs = keys()
+    inputs = provider.check({}, props("minio", "objects", "access_key", owner, owner)).inputs
+    tenant = MinioAdmin(endpoint="127.0.0.1:29000", credentials=StaticProvider(owner, outs["secretKey"]), secure=False)
+    with pytest.raises(MinioAdminException, match="403"):
+        tenant.add_service_account(access_key=f"{owner}sa", secret_key="minted-by-the-tenant")
+    # As under a policy edited out of band (or written before the deny): the tenant mints one.
+    policy = json.loads(minio_admin.policy_info(f"devstack-{owner}"))
+    policy["Statement"] = [s for s in policy["Statement"] if not str(s.get("Action")).count("admin:")]
+    minio_admin.policy_add(f"devstack-{owner}", policy=policy)
+    tenant.add_service_account(access_key=f"{owner}sa", secret_key="minted-by-the-tenant")
+    group = f"{owner}-group"
+    minio_admin.group_add(group, [owner])
+    minio_admin.policy_set("readonly", group=group)
+    try:
+        assert as_key(outs).get_object(Bucket=theirs, Key="secret.txt")["Body"].read() == b"B's data"
+        read = provider.read("id", outs)
+        assert sorted(read.outs["outOfBand"]) == ["groups", "policy", "serviceAccounts"]
+        assert provider.diff("id", read.outs, inputs).changes
+        repaired = provider.update("id", read.outs, inputs).outs
+        assert not json.loads(minio_admin.user_info(owner)).get("memberOf")
+        assert json.loads(minio_admin.list_service_account(owner)).get("accounts") in (None, [])
+        assert denied(lambda: as_key(outs).get_object(Bucket=theirs, Key="secret.txt"))
+        assert provider.read("id", repaired).outs["outOfBand"] == []
+    finally:
+        members = json.loads(minio_admin.group_info(group)).get("members") or []
+        if members:
+            minio_admin.group_remove(group, members)
+        minio_admin.group_remove(group)
+
+
 def test_access_key_retained_then_purged_delete(owner, buckets, keys, minio_admin):
     buckets()
     provider, outs = keys()
