@@ -385,8 +385,18 @@ def stream_params(config: StreamConfig) -> dict[str, Any]:
     }
 
 
+def reaching_out(config: StreamConfig) -> list[str]:
+    """Settings devstack never makes that move messages across the project's subjects: copying another
+    stream in (mirror, sources) or publishing out (republish, subject_transform)."""
+    return [name for name in ("mirror", "sources", "republish", "subject_transform") if getattr(config, name)]
+
+
 class Stream(NatsKind):
-    """A JetStream stream on the owner's subjects, marked with the owner in its metadata."""
+    """A JetStream stream on the owner's subjects, marked with the owner in its metadata.
+
+    `read` reports in `configInSync` whether the stream is free of `reaching_out`
+    settings; one made outside Pulumi is drift, and the next update removes it.
+    """
 
     kind = "stream"
     Spec = StreamSpec
@@ -414,8 +424,12 @@ class Stream(NatsKind):
         return Observed(
             owner=metadata_owner(info.config.metadata),
             params=params,
-            attributes={"stream": name, "subjects": ",".join(params["subjects"])},
+            attributes={"stream": name, "subjects": ",".join(params["subjects"]),
+                        "configInSync": not reaching_out(info.config)},
         )
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["configInSync"] if olds.get("configInSync") is False else []
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, StreamSpec)
@@ -448,16 +462,19 @@ class Stream(NatsKind):
                 subjects=subjects, max_age=float(spec.max_age), max_bytes=spec.max_bytes, max_msgs=spec.max_msgs,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.max_age),
                 metadata=with_marker(live.metadata, marker),
+                sources=None, republish=None, subject_transform=None,
             )
             if info is None:
                 return await session.js.add_stream(wanted)
-            if stream_params(wanted) == stream_params(live) and wanted.metadata == live.metadata:
+            if stream_params(wanted) == stream_params(live) and wanted.metadata == live.metadata \
+                    and not reaching_out(live):
                 return info  # already converged: change nothing
             return await session.js.update_stream(wanted)
 
         with api_errors("create", f"stream {ident}"):
             info = run(instance, work)
-        return {**self._base_attributes(instance), "stream": name, "subjects": ",".join(info.config.subjects or [])}
+        return {**self._base_attributes(instance), "stream": name, "subjects": ",".join(info.config.subjects or []),
+                "configInSync": not reaching_out(info.config)}
 
 
 class ConsumerSpec(BaseModel):

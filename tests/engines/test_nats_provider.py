@@ -9,7 +9,7 @@ import nats
 import pytest
 from pydantic import SecretStr
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, KeyValueConfig, StorageType, StreamConfig
+from nats.js.api import ConsumerConfig, KeyValueConfig, RePublish, StorageType, StreamConfig, StreamSource
 from nats.js.errors import NotFoundError
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
@@ -170,6 +170,30 @@ def test_stream_update_in_place_then_drift(stream, owner, js):
     # Dropped behind Pulumi's back: read returns a blank id.
     js(lambda j: j.delete_stream(owner))
     assert stream.read("id", outs).id == ""
+
+
+def test_stream_copying_in_or_publishing_out_is_drift_and_removed(stream, owner, js):
+    """Sources (another project's stream copied in) and republish (messages sent to its subjects)
+    cross the project's boundary: read reports them, the next update takes them out."""
+    other = f"{owner}x"
+    js(lambda j: j.add_stream(StreamConfig(name=other, subjects=[f"{other}.>"])))
+    try:
+        inputs = checked(stream, props("nats", "events", "stream", owner, owner))
+        outs = stream.create(inputs).outs
+        assert outs["configInSync"] is True and stream.read("id", outs).outs["configInSync"] is True
+        live = stream_config(js, owner)
+        js(lambda j: j.update_stream(live.evolve(sources=[StreamSource(name=other)],
+                                                 republish=RePublish(src=">", dest=f"{other}.injected.>"))))
+        refreshed = stream.read("id", outs).outs
+        assert refreshed["configInSync"] is False
+        diff = stream.diff("id", refreshed, inputs)
+        assert diff.changes and diff.replaces == []
+        stream.update("id", refreshed, inputs)
+        live = stream_config(js, owner)
+        assert not live.sources and not live.republish
+        assert stream.read("id", outs).outs["configInSync"] is True
+    finally:
+        js(lambda j: j.delete_stream(other))
 
 
 @pytest.mark.parametrize("param, value", [("retention", "workqueue"), ("storage", "memory")])
