@@ -369,8 +369,11 @@ class Bucket(GuardedKind):
             owner=tags_owner(tags),
             params={"versioning": _versioning(s3, bucket) == "Enabled", "object_lock": _object_lock(s3, bucket),
                     "tags": user_tags(tags)},
-            attributes=self._attributes(instance, bucket),
+            attributes={**self._attributes(instance, bucket), "bucketPolicy": _has_policy(s3, bucket)},
         )
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["bucketPolicy"] if olds.get("bucketPolicy") else []
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -381,7 +384,8 @@ class Bucket(GuardedKind):
         observed = self.observe(instance, ident)
         if observed is None:  # else adopted: `create` has checked that object lock is as declared
             self._create_bucket(instance, ident, s3, bucket, spec)
-        self._converge(s3, ident, bucket, spec, props.get("stack"))
+        adopted_policy = bool(observed and observed.attributes["bucketPolicy"])
+        self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted_policy)
         return self._attributes(instance, bucket)
 
     def update_resource(
@@ -390,7 +394,7 @@ class Bucket(GuardedKind):
         spec = BucketSpec.model_validate(new.get("params") or {})
         self.enforce("update", ident, spec)
         bucket = bucket_name(ident.name, ident.owner)
-        self._converge(aws_client(instance, "s3"), ident, bucket, spec, new.get("stack"))
+        self._converge(aws_client(instance, "s3"), ident, bucket, spec, new.get("stack"), bucket_policy=True)
         return self._attributes(instance, bucket)
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
@@ -421,8 +425,14 @@ class Bucket(GuardedKind):
             raise
 
     @staticmethod
-    def _converge(s3: BaseClient, ident: Identity, bucket: str, spec: BucketSpec, stack: str | None) -> None:
-        """Tags (marker included) and versioning as the spec says; each step idempotent."""
+    def _converge(s3: BaseClient, ident: Identity, bucket: str, spec: BucketSpec, stack: str | None,
+                  bucket_policy: bool) -> None:
+        """Tags (marker included) and versioning as the spec says, and no bucket policy (`bucket_policy`:
+        there may be one); each step idempotent."""
+        if bucket_policy:
+            # devstack grants access through each key's own policy; a bucket policy (public read,
+            # another project's key) would reach past that.
+            s3.delete_bucket_policy(Bucket=bucket)
         tags = {**spec.tags, **marker_tags(ident, stack)}
         s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tag_list(tags)})
         current = _versioning(s3, bucket)
@@ -433,7 +443,8 @@ class Bucket(GuardedKind):
 
     @staticmethod
     def _attributes(instance: SharedInstance, bucket: str) -> dict[str, Any]:
-        return {"host": instance.host, "port": instance.port, "region": region_of(instance), "bucket": bucket}
+        return {"host": instance.host, "port": instance.port, "region": region_of(instance), "bucket": bucket,
+                "bucketPolicy": False}
 
 
 # --- lifecycle rules --------------------------------------------------------
@@ -469,6 +480,16 @@ def rule_id(name: str, owner: str) -> str:
     return mapped
 
 
+def _has_policy(s3: BaseClient, bucket: str) -> bool:
+    try:
+        s3.get_bucket_policy(Bucket=bucket)
+    except boto_errors.ClientError as err:
+        if error_code(err) == "NoSuchBucketPolicy":
+            return False
+        raise
+    return True
+
+
 def _rules(s3: BaseClient, bucket: str) -> list[dict[str, Any]]:
     try:
         return list(s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", []))
@@ -483,6 +504,12 @@ def _put_rules(s3: BaseClient, bucket: str, rules: list[dict[str, Any]]) -> None
         s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules})
     else:
         s3.delete_bucket_lifecycle(Bucket=bucket)
+
+
+def _rule(rule_id: str, expire_days: int | None, prefix: str, enabled: bool) -> dict[str, Any]:
+    """A rule as devstack writes it: expiry after some days, for one prefix, and nothing else."""
+    return {"ID": rule_id, "Status": "Enabled" if enabled else "Disabled",
+            "Filter": {"Prefix": prefix}, "Expiration": {"Days": expire_days}}
 
 
 def _rule_params(rule: dict[str, Any]) -> dict[str, Any]:
@@ -535,7 +562,14 @@ class Lifecycle(GuardedKind):
         if not located:
             return None
         bucket, found = located[0]
-        return Observed(owner=ident.owner, params=_rule_params(found), attributes={"bucket": bucket, "rule": rule})
+        params = _rule_params(found)
+        # Anything written beside what those params say (a tag filter, non-current versions expired...)
+        # changes what the rule deletes.
+        in_sync = found == _rule(rule, **params)
+        return Observed(owner=ident.owner, params=params, attributes={"bucket": bucket, "rule": rule, "ruleInSync": in_sync})
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["ruleInSync"] if olds.get("ruleInSync") is False else []
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -566,8 +600,7 @@ class Lifecycle(GuardedKind):
         bucket, rule = bucket_name(spec.bucket, ident.owner), rule_id(ident.name, ident.owner)
         s3 = aws_client(instance, "s3")
         self._require_bucket(s3, ident, bucket, verb)
-        wanted = {"ID": rule, "Status": "Enabled" if spec.enabled else "Disabled",
-                  "Filter": {"Prefix": spec.prefix}, "Expiration": {"Days": spec.expire_days}}
+        wanted = _rule(rule, spec.expire_days, spec.prefix, spec.enabled)
         for elsewhere, _ in self._locate(s3, ident.owner, rule):
             if elsewhere != bucket:
                 with _bucket_lock(instance, elsewhere):
@@ -575,7 +608,7 @@ class Lifecycle(GuardedKind):
         with _bucket_lock(instance, bucket):
             rules = [r for r in _rules(s3, bucket) if r.get("ID") != rule]
             _put_rules(s3, bucket, rules + [wanted])
-        return {"bucket": bucket, "rule": rule}
+        return {"bucket": bucket, "rule": rule, "ruleInSync": True}
 
     def _require_bucket(self, s3: BaseClient, ident: Identity, bucket: str, verb: str) -> None:
         if not bucket_exists(s3, bucket):

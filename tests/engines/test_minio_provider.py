@@ -10,6 +10,8 @@ neither list, read nor write project B's bucket.
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -180,6 +182,43 @@ def test_lifecycle_drift_and_disappearance(configure, owner, buckets, oob):
     assert rules(oob, bucket)[outs["rule"]]["Expiration"] == {"Days": 7}
     oob.s3.delete_bucket_lifecycle(Bucket=bucket)
     assert lifecycle.read("id", outs).id == ""
+
+
+def test_lifecycle_rule_widened_outside_is_drift_and_restored(configure, owner, buckets, oob):
+    """Same days, prefix and status, but also non-current versions expired: it deletes more than declared."""
+    bucket = buckets()["bucket"]
+    lifecycle = configure(MinioLifecycle())
+    inputs = lifecycle_inputs(lifecycle, owner)
+    outs = lifecycle.create(inputs).outs
+    assert lifecycle.read("id", outs).outs["ruleInSync"] is True
+    widened = {**rules(oob, bucket)[outs["rule"]], "NoncurrentVersionExpiration": {"NoncurrentDays": 1}}
+    oob.s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [widened]})
+    read = lifecycle.read("id", outs).outs
+    assert read["ruleInSync"] is False and read["params"] == inputs["params"]
+    assert lifecycle.diff("id", read, inputs).changes
+    lifecycle.update("id", read, inputs)
+    assert "NoncurrentVersionExpiration" not in rules(oob, bucket)[outs["rule"]]
+    assert lifecycle.read("id", outs).outs["ruleInSync"] is True
+
+
+def test_bucket_policy_set_outside_is_drift_and_removed(configure, owner, buckets, oob):
+    """A bucket policy (here: anyone may read) reaches past the keys' own policies."""
+    outs = buckets()
+    bucket = outs["bucket"]
+    provider = configure(MinioBucket())
+    inputs = provider.check({}, props("minio", "objects", "bucket", "data", owner)).inputs
+    oob.s3.put_object(Bucket=bucket, Key="private.txt", Body=b"mine")
+    public = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": ["*"]},
+                                                       "Action": ["s3:GetObject"], "Resource": [f"arn:aws:s3:::{bucket}/*"]}]}
+    oob.s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(public))
+    anonymous = f"http://127.0.0.1:29000/{bucket}/private.txt"
+    assert urllib.request.urlopen(anonymous, timeout=5).read() == b"mine"
+    read = provider.read("id", outs).outs
+    assert read["bucketPolicy"] is True and provider.diff("id", read, inputs).changes
+    provider.update("id", read, inputs)
+    with pytest.raises(urllib.error.HTTPError, match="403"):
+        urllib.request.urlopen(anonymous, timeout=5)
+    assert provider.read("id", outs).outs["bucketPolicy"] is False
 
 
 def test_lifecycle_retained_then_purged_delete_leaves_bucket_and_other_rules(configure, owner, buckets, oob):
