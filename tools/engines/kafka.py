@@ -334,8 +334,13 @@ class KafkaEngine(Engine):
                 f"--cluster-id={cluster_id}"]  # one '=' form: a random id may start with '-' 
         for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
             argv += ["--add-scram", scram_arg(mechanism, credential.user, credential.password)]
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              cwd=self.dir, env=base_environment(), timeout=180)
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  cwd=self.dir, env=base_environment(), timeout=180)
+        except subprocess.TimeoutExpired:
+            # Its message would quote the command line, SCRAM secrets and all.
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise self.error("start", "formatting the storage took over 180s") from None
         # The tool prints the bootstrap records (SCRAM stored/server keys):
         # keep them out of the log, keep the rest.
         output = [line for line in (proc.stdout + proc.stderr).splitlines()
