@@ -381,11 +381,10 @@ class Bucket(GuardedKind):
         assert isinstance(spec, BucketSpec)
         self.enforce("create", ident, spec)
         bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
-        observed = self.observe(instance, ident)
-        if observed is None:  # else adopted: `create` has checked that object lock is as declared
+        adopted = bucket_exists(s3, bucket)  # ours then: `create` has checked the marker and object lock
+        if not adopted:
             self._create_bucket(instance, ident, s3, bucket, spec)
-        adopted_policy = bool(observed and observed.attributes["bucketPolicy"])
-        self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted_policy)
+        self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted)
         return self._attributes(instance, bucket)
 
     def update_resource(
