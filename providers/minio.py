@@ -266,6 +266,17 @@ class AccessKey(s3.GuardedKind):
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return list(olds.get("outOfBand") or [])
 
+    def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
+        conflict = super()._conflict(verb, ident, observed)
+        if observed.owner is not None:
+            return conflict
+        # The marker lives in the key's policy: a user without it may be ours with the policy deleted.
+        key = access_key_name(ident.name, ident.owner)
+        return Conflict(conflict.verb, conflict.what, conflict.cause,
+                        f"the user has no devstack policy ({policy_name(key)}); if it is this project's key whose "
+                        f"policy was deleted, remove the user (`mc admin user rm ALIAS {key}`) and apply again; "
+                        f"nothing was changed")
+
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
