@@ -142,6 +142,11 @@ class KindProvider(ResourceProvider):
         """Output attributes (refreshed by read) that differ from what the inputs imply."""
         return []
 
+    def login_works(self, instance: SharedInstance, user: str, password: str) -> bool | None:
+        """Whether `user` still logs in with the stored `password` (a reset outside Pulumi breaks it);
+        None where the kind has no such login to try."""
+        return None
+
     # --- Pulumi verbs ----------------------------------------------------
 
     def configure(self, req: ConfigureRequest) -> None:
@@ -185,7 +190,7 @@ class KindProvider(ResourceProvider):
         replaces += [f"params.{key}" for key in changed_params if key in self.create_only]
         changes = [f"params.{key}" for key in changed_params if key not in self.create_only]
         changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]
-        changes += self.drift(olds)
+        changes += self.drift(olds) + (["passwordInSync"] if olds.get("passwordInSync") is False else [])
         return DiffResult(
             changes=bool(replaces or changes),
             replaces=replaces,
@@ -225,6 +230,10 @@ class KindProvider(ResourceProvider):
                    if key in self.attributes}
         live = {**props, **address, **observed.attributes}
         live["params"] = {**(props.get("params") or {}), **observed.params}
+        if props.get("password") and live.get("user"):
+            works = self.login_works(instance, str(live["user"]), str(props["password"]))
+            if works is not None:
+                live["passwordInSync"] = works  # false: drift, and the next update sets the password again
         return ReadResult(id_, live)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:

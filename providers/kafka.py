@@ -80,6 +80,8 @@ CONNECT_TIMEOUT = 10.0
 #: Topic deletion is asynchronous: how long a create waits for a deleted name to free up.
 DELETE_WAIT = 30.0
 
+#: librdkafka's codes for a login the broker refused.
+_REJECTED = (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
 #: Retriable transport-level errors: the broker is not there (or not answering).
 _UNAVAILABLE = {
     KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
@@ -157,8 +159,26 @@ def connect_admin(instance: SharedInstance) -> AdminClient:
             fatal = [p for p in problems if p.code() in _UNAVAILABLE and p.code() != KafkaError._TIMED_OUT]
             if fatal or time.monotonic() > deadline:
                 last = (fatal or problems or [err.args[0]])[-1]
-                rejected = last.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED)
+                rejected = last.code() in _REJECTED
                 raise unavailable(instance, last.str(), rejected) from err
+
+
+def credential_works(instance: SharedInstance, principal: str, password: str) -> bool:
+    """Whether the principal still logs in with `password`: false only when the broker rejects it
+    (a broker that does not answer within the timeout tells nothing)."""
+    problems: list[KafkaError] = []
+    client = AdminClient({**client_settings(instance), "sasl.username": principal, "sasl.password": password,
+                          "error_cb": problems.append})
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            client.list_topics(timeout=0.5)
+            return True
+        except KafkaException:
+            client.poll(0.1)  # serves error_cb, where a rejected login shows up
+        if any(problem.code() in _REJECTED for problem in problems):
+            return False
+    return True
 
 
 class MarkerView:
@@ -684,6 +704,9 @@ class Acl(KafkaKind):
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["aclInSync"] if olds.get("aclInSync") is False else []
 
+    def login_works(self, instance: SharedInstance, user: str, password: str) -> bool:
+        return credential_works(instance, user, password)
+
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, AclSpec)
         principal = self.engine_name(ident.name, ident.owner)
@@ -699,7 +722,8 @@ class Acl(KafkaKind):
         previous = old.get("password") if old.get("credentials") == new.get("credentials") else None
         password = password_for(ident, principal, new.get("credentials", "predictable"), previous)
         admin = admin_client(instance)
-        if password != old.get("password") or not has_credential(admin, principal, f"acl {ident}"):
+        if password != old.get("password") or old.get("passwordInSync") is False \
+                or not has_credential(admin, principal, f"acl {ident}"):
             set_password(admin, principal, password, f"acl {ident}")
         self._converge(admin, ident, principal, AclSpec.model_validate(new.get("params") or {}))
         self.mark(instance, admin, ident, new.get("stack", ""))
@@ -745,7 +769,8 @@ class Acl(KafkaKind):
     @staticmethod
     def _attributes(instance: SharedInstance, ident: Identity, principal: str, password: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "user": principal, "password": password,
-                "principal": f"User:{principal}", "prefix": owner_prefix(ident.owner), "aclInSync": True}
+                "principal": f"User:{principal}", "prefix": owner_prefix(ident.owner), "aclInSync": True,
+                "passwordInSync": True}
 
 
 #: The kinds this engine's provider serves: the single source of kinds for validation.

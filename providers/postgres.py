@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator
 
-from pulumi.dynamic import ReadResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
@@ -113,21 +112,6 @@ def password_works(instance: SharedInstance, user: str, password: str) -> bool:
     except psycopg.OperationalError as err:
         return "password authentication failed" not in str(err)
     return True
-
-
-class _LoginKind(KindProvider):
-    """A kind that logs in with a password it stores: `read` reports in `passwordInSync` whether that
-    password still works, and the next update sets it again when it does not."""
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        result = super().read(id_, props)
-        if result.id and props.get("password") and result.outs.get("user"):
-            instance = self._instance(Identity.from_props(props), "read")
-            result.outs["passwordInSync"] = password_works(instance, result.outs["user"], props["password"])
-        return result
-
-    def drift(self, olds: dict[str, Any]) -> list[str]:
-        return ["passwordInSync"] if olds.get("passwordInSync") is False else []
 
 
 @contextmanager
@@ -302,7 +286,7 @@ class DatabaseSpec(BaseModel):
         return sorted(set(value))
 
 
-class Database(_LoginKind):
+class Database(KindProvider):
     """The project's LOGIN role plus a database owned by it, CONNECT revoked from PUBLIC.
 
     `read` reports in `isolated` whether PUBLIC is still kept out; a grant made
@@ -418,9 +402,12 @@ class Database(_LoginKind):
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None
-        drifted = super().drift(olds) + (["user"] if olds.get("user") not in (None, expected_user) else [])
+        drifted = ["user"] if olds.get("user") not in (None, expected_user) else []
         # CONNECT or TEMPORARY granted to PUBLIC again: other projects' logins could get in.
         return drifted + (["isolated"] if olds.get("isolated") is False else [])
+
+    def login_works(self, instance: SharedInstance, user: str, password: str) -> bool:
+        return password_works(instance, user, password)
 
     # --- steps -----------------------------------------------------------
 
@@ -667,7 +654,7 @@ class UserSpec(BaseModel):
     rotation: Rotation = None
 
 
-class User(_LoginKind, _ProjectRoleKind):
+class User(_ProjectRoleKind):
     """A LOGIN role `<owner>_<name>`, member of the project's role and optionally of a group `role`."""
 
     kind = "user"
@@ -696,7 +683,7 @@ class User(_LoginKind, _ProjectRoleKind):
         return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
-        changed = super().drift(olds) + ([] if olds.get("login", True) else ["login"])
+        changed = [] if olds.get("login", True) else ["login"]
         if "member_of" in olds and olds.get("owner"):
             try:
                 expected = self._groups(olds["owner"], UserSpec.model_validate(olds.get("params") or {}))
@@ -707,6 +694,9 @@ class User(_LoginKind, _ProjectRoleKind):
 
     def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
         return login_password(ident, self.engine_name(ident.name, ident.owner), new, old)
+
+    def login_works(self, instance: SharedInstance, user: str, password: str) -> bool:
+        return password_works(instance, user, password)
 
     @staticmethod
     def _groups(owner: str, spec: UserSpec) -> list[str]:

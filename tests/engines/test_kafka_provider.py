@@ -425,6 +425,21 @@ def test_acl_grants_added_outside_are_drift_and_revoked(acl, owner, kadmin):
     assert acl.read("id", outs).outs["aclInSync"] is True
 
 
+def test_acl_password_reset_outside_is_drift_and_set_again(acl, owner, kadmin):
+    inputs = acl_inputs(acl, owner, credentials="generated")
+    outs = acl.create(inputs).outs
+    assert acl.read("id", outs).outs["passwordInSync"] is True
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    reset = UserScramCredentialUpsertion(owner, info, b"reset-by-hand")
+    kadmin.alter_user_scram_credentials([reset])[owner].result(timeout=TIMEOUT)
+    refreshed = acl.read("id", outs).outs
+    assert refreshed["passwordInSync"] is False
+    assert acl.diff("id", refreshed, inputs).changes
+    updated = acl.update("id", refreshed, inputs).outs  # the next up sets the stored one again
+    assert updated["password"] == outs["password"] and can_log_in(owner, outs["password"])
+    assert acl.read("id", updated).outs["passwordInSync"] is True
+
+
 def test_acl_generated_credentials_are_kept_and_rotate_only_on_policy_change(acl, owner):
     predictable = acl.create(acl_inputs(acl, owner)).outs
     generated_inputs = acl_inputs(acl, owner, credentials="generated")
