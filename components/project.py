@@ -60,7 +60,9 @@ class Project(pulumi.ComponentResource):
 
     def _dependencies(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
         """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
-        keys = [f"{decl.uses}/{kind}/{decl.params[param]}" for param, kind in provider.references.items() if decl.params.get(param)]
+        owner = self._file.name
+        keys = [f"{decl.uses}/{kind}/{decl.params.get(param) or owner}" for param, kind in provider.references.items()
+                if decl.params.get(param) or param in provider.default_references]
         keys += [key for key in created if key.split("/")[0] == decl.uses and key.split("/")[1] in provider.after_kinds]
         return [created[key] for key in dict.fromkeys(keys) if key in created]
 

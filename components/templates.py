@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 SECRET_ATTRIBUTES = frozenset({"password", "secretKey", "secret", "token"})
 
 _JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+# A URL's user or password: every reserved character percent-encoded. Jinja's own urlencode keeps '/',
+# which would end the authority part early.
+_JINJA.filters["urlpart"] = lambda value: urllib.parse.quote(str(value), safe="")
 
 
 @dataclass(frozen=True)

@@ -252,12 +252,16 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
             else:
                 report.add(loc, _message(error, provider.Spec))
         return
-    for param, target_kind in getattr(provider, "references", {}).items():
+    for param, target_kind in provider.references.items():
         target = getattr(spec, param, None)
+        defaulted = not target and param in provider.default_references
+        target = target or (owner if defaulted else None)
         if target and not any(d.kind == target_kind and d.uses == decl.uses and (d.name or owner) == target
                               for _, d in decls):
-            report.add(at + ("params", param), f"names no {target_kind} {target!r} on instance {decl.uses!r} "
-                                               f"in this project (declare it under resources)")
+            unset = f"unset, so the project's {target_kind}, " if defaulted else ""
+            report.add(at + ("params", param), f"{unset}names no {target_kind} {target!r} on instance {decl.uses!r} "
+                                               f"in this project (declare it under resources"
+                                               f"{f', or set params.{param}' if defaulted else ''})")
     # The provider's own check holds the rules across fields (a NATS subject outside the project's,
     # PROVISIONED without capacities ...): run it here too, so a breach stops the whole workspace
     # before anything is created, instead of failing one resource in the middle of an up.
@@ -307,8 +311,16 @@ def _services(data: dict, decls, broken: list[Any], owner: str, workspace: Works
         for j, uses in enumerate(service.uses):
             if uses not in workspace.shared:
                 report.add(at + ("uses", j), f"names no shared instance of workspace {workspace.name!r}")
+        set_by: dict[str, FieldPath] = {var: at + ("env", var) for var in service.env.plain()}
         for j, item in enumerate(service.env.imports):
             _check_import(at + ("env", "import", j), item, decls, broken, owner, workspace, report)
+            for var in item.vars:
+                where = at + ("env", "import", j, "vars", var)
+                if var in set_by:
+                    # One would silently replace the other (a secret DSN by a plain user name, say).
+                    report.add(where, f"{var} is set twice in this service's env (also at "
+                                      f"{format_path(set_by[var])}; keep one)")
+                set_by.setdefault(var, where)
         for var, value in service.env.plain().items():
             _check_plain(at + ("env", var), var, value, workspace, report)
         services[str(name)] = service

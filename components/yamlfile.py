@@ -32,7 +32,10 @@ class YamlFile:
 
 
 def load_yaml(path: Path, display: str) -> YamlFile:
-    """Parse `path`; yaml.YAMLError propagates with its own mark for the caller to report."""
+    """Parse `path`; yaml.YAMLError propagates with its own mark for the caller to report.
+
+    A key given twice in one mapping is such an error too: YAML would keep the
+    last one silently (a second `DATABASE_URL:` replacing the first)."""
     loader = SafeLoader(path.read_text(encoding="utf-8"))
     try:
         node = loader.get_single_node()  # one parse gives both the data and its marks
@@ -48,9 +51,16 @@ def load_yaml(path: Path, display: str) -> YamlFile:
 def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int]) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
         for key_node, value_node in node.value:
-            child = path + (str(key_node.value),)
-            lines[child] = key_node.start_mark.line + 1
+            key, line = str(key_node.value), key_node.start_mark.line + 1
+            if key in first:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice in one mapping (first on line {first[key]}; keep one)",
+                    key_node.start_mark)
+            first[key] = line
+            child = path + (key,)
+            lines[child] = line
             _index(value_node, child, lines)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):

@@ -67,6 +67,8 @@ class KindProvider(ResourceProvider):
     secret_outputs: ClassVar[tuple[str, ...]] = ()
     #: Params naming another declaration of the project: param -> kind (same instance).
     references: ClassVar[dict[str, str]] = {}
+    #: Those of `references` that, left out, name the declaration called after the project.
+    default_references: ClassVar[frozenset[str]] = frozenset()
     #: Kinds on the same instance this one is created after and deleted before.
     after_kinds: ClassVar[tuple[str, ...]] = ()
     #: Every declaration of this kind by one project on one instance logs in as the

@@ -31,6 +31,15 @@ class SharedInstance(BaseModel):
     admin_secret: str = Field(alias="adminSecret", description="config key holding the admin password")
     admin_password: SecretStr | None = Field(default=None, exclude=True)
 
+    @field_validator("host")
+    @classmethod
+    def _host_without_colon(cls, value: str) -> str:
+        # Every export writes host:port unbracketed (DSNs, URLs, Kafka bootstrap).
+        if ":" in value:
+            raise ValueError(f"{value!r} is an IPv6 address or has a port; give a host name or an IPv4 address "
+                             "(the port goes in `port`)")
+        return value
+
     @field_validator("version", mode="before")
     @classmethod
     def _version_as_text(cls, value: Any) -> Any:

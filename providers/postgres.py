@@ -662,6 +662,7 @@ class User(_ProjectRoleKind):
     attributes = ("host", "port", "user", "password", "database")
     secret_outputs = ("password",)
     references: ClassVar[dict[str, str]] = {"role": "role", "database": "database"}
+    default_references = frozenset({"database"})  # the DSN points at the project's database
 
     def _observed(self, row: RoleRow) -> Observed:
         return Observed(

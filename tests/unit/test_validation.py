@@ -221,6 +221,34 @@ def test_no_follow_on_problems_from_a_broken_entry_or_a_bad_project_name(tmp_pat
     assert [p.path for p in problems(tmp_path / "name", numbered)] == ["name"]
 
 
+def test_a_user_without_a_database_param_needs_the_projects_database(tmp_path):
+    user = "  - uses: pg  # <-\n    kind: user\n    name: rep\n"
+    only_orders = HEADER + "resources:\n  - uses: pg\n    kind: database\n    name: orders\n" + user
+    (problem,) = problems(tmp_path, only_orders)
+    assert problem.path == "resources[1].params.database" and problem.line == marked_line(only_orders)
+    assert "unset, so the project's database, names no database 'shop'" in problem.message
+    assert "or set params.database" in problem.message
+    (tmp_path / "ok").mkdir()
+    assert problems(tmp_path / "ok", db() + user) == []
+
+
+def test_an_env_var_set_twice_is_a_problem_not_a_silent_overwrite(tmp_path):
+    env = ("services:\n  api:\n    env:\n      PGUSER: literal\n      import:\n        - from: pg/database\n"
+           "          vars: {URL: dsn}\n        - from: pg/database\n          vars:\n"
+           "            URL: user  # <-\n            PGUSER: user\n")
+    found = problems(tmp_path, db() + env)
+    assert sorted(p.path for p in found) == ["services.api.env.import[1].vars.PGUSER", "services.api.env.import[1].vars.URL"]
+    url = next(p for p in found if p.path.endswith("URL"))
+    assert url.line == marked_line(db() + env) and "also at services.api.env.import[0].vars.URL" in url.message
+
+
+def test_a_key_given_twice_in_a_mapping_is_a_yaml_problem(tmp_path):
+    text = db() + "services:\n  api:\n    env:\n      PGHOST: a\n      PGHOST: b  # <-\n"
+    (problem,) = problems(tmp_path, text)
+    assert "'PGHOST' is given twice in one mapping (first on line 10" in problem.message
+    assert problem.line == marked_line(text)
+
+
 def test_every_problem_is_reported_at_once(tmp_path):
     text = (HEADER + "resources:\n  - uses: mysql\n    kind: database\n"
             "  - uses: pg\n    kind: table\n  - uses: pg\n    kind: database\n    credentials: x\n")
@@ -260,6 +288,9 @@ def test_instance_version_may_be_a_number_and_port_must_be_one(tmp_path):
     found = problems(tmp_path / "bad", db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "port": 99999}}})
     assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.port"]
     assert "less than or equal to 65535" in found[0].message
+    (tmp_path / "v6").mkdir()
+    found = problems(tmp_path / "v6", db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "host": "::1"}}})
+    assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.host"] and "IPv6" in found[0].message
 
 
 def test_a_section_of_the_wrong_shape_is_quoted_short(tmp_path):
