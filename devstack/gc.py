@@ -80,10 +80,14 @@ def reconcile(
         if filters.project not in (None, f.owner):
             continue
         entry = ledger.get(f.key)
+        elsewhere = bool(f.stack) and f.stack != workspace
         if entry is not None and entry.ident.owner == f.owner:
             matched.add(f.key)
             if f.owner in projects:
                 managed += 1
+            elif elsewhere:
+                # Another workspace that lists a project of this name has re-marked it: it uses it now.
+                others.append(_item(f, f"marked for workspace {f.stack!r}, which lists project {f.owner!r} too"))
             else:
                 orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
         elif f.stack == workspace:

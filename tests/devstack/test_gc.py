@@ -32,7 +32,7 @@ from psycopg import sql
 
 from devstack import gc, ledger
 from devstack.errors import Aborted
-from devstack.scan import declaration_name
+from devstack.scan import Found, declaration_name
 from providers import s3
 from providers.identity import Identity
 from providers.instances import instances_from_config
@@ -304,3 +304,22 @@ def test_prune_reports_an_orphan_it_cannot_name(admin, local_shared):
                          name=None, reason="test")
     pruned, errors = gc.prune(config, [item])
     assert pruned == [] and "no declaration name maps to it" in errors[0].error
+
+
+def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkeypatch, admin, local_shared):
+    """Both workspaces list project `shop`; the other one's up re-marked the bucket. This workspace
+    has stopped listing `shop`: the bucket is the other's now, never an orphan to prune here."""
+    ident = Identity(engine="minio", instance="objects", kind="bucket", name="logs", owner="shop")
+    found = Found("minio", "objects", "bucket", "shop-logs", "shop", "other-workspace")
+    monkeypatch.setattr(gc, "_scan_all", lambda instances, filters: ([found], ["objects"], []))
+    tracked = [ledger.Tracked(urn="urn:shop/objects/bucket/logs", ident=ident, props={"stack": "this"},
+                              secrets=frozenset(), entry={})]
+    config = workspace_config(local_shared, admin, "this", [])
+    report = gc.reconcile("this", ledger.Filters(), config, set(), tracked)
+    assert report.orphans == [] and report.stale == []
+    assert [(o.engine_name, o.stack) for o in report.other_workspaces] == [("shop-logs", "other-workspace")]
+    # Marked for this workspace (or for none, as older markers are), it is an orphan as before.
+    for stack in ("this", None):
+        monkeypatch.setattr(gc, "_scan_all", lambda instances, filters, stack=stack: (
+            [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
+        assert [o.engine_name for o in gc.reconcile("this", ledger.Filters(), config, set(), tracked).orphans] == ["shop-logs"]

@@ -179,8 +179,11 @@ def test_topic_update_in_place_then_drift(topic, owner, kadmin):
     change = ConfigResource(ResourceType.TOPIC, f"{owner}.orders", incremental_configs=[
         ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
     list(kadmin.incremental_alter_configs([change]).values())[0].result(timeout=TIMEOUT)
-    refreshed = topic.read("id", outs).outs
-    assert refreshed["params"]["config"] == {"retention.ms": "60000"}
+    # The controller has it; the broker that answers describe requests applies it a moment later.
+    deadline = time.monotonic() + TIMEOUT
+    while (refreshed := topic.read("id", outs).outs)["params"]["config"] != {"retention.ms": "60000"}:
+        assert time.monotonic() < deadline, refreshed["params"]["config"]
+        time.sleep(0.2)
     assert topic.diff("id", refreshed, news).changes and topic.diff("id", refreshed, news).replaces == []
     topic.update("id", refreshed, news)
     assert topic_configs(kadmin, f"{owner}.orders") == {"retention.ms": "7200000"}
