@@ -374,7 +374,7 @@ class Report:
 def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN_DIR) -> Report:
     """The doctor's report for a stack's config (keys `devstack:...`, secrets decrypted) and files under `root`."""
     raw = parse_object(config.get("devstack:workspace")) or {}
-    declared, problems = _declarations(raw, root, stack)
+    declared, problems = _declarations(raw, root, stack, lambda key: config.get(f"devstack:{key}") is not None)
     try:
         name = WorkspaceConfig.model_validate(raw).name
         shared = instances_from_config(config)
@@ -385,7 +385,8 @@ def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN
     return Report(name, toolchain(bin_dir), instances, problems)
 
 
-def _declarations(raw: dict[str, Any], root: Path, stack: str) -> tuple[dict[str, list[str]], list[str]]:
+def _declarations(raw: dict[str, Any], root: Path, stack: str,
+                  config_is_set: Callable[[str], bool]) -> tuple[dict[str, list[str]], list[str]]:
     """Kinds each instance's declarations use, and the problems `pulumi preview` would report."""
     declared: dict[str, list[str]] = {}
     for relative in (raw.get("projects") or [] if isinstance(raw, dict) else []):
@@ -397,7 +398,7 @@ def _declarations(raw: dict[str, Any], root: Path, stack: str) -> tuple[dict[str
             if isinstance(item, dict) and isinstance(item.get("uses"), str):
                 declared.setdefault(item["uses"], []).append(str(item.get("kind")))
     try:
-        validate(raw, root, None, f"stacks/Pulumi.{stack}.yaml")
+        validate(raw, root, None, f"stacks/Pulumi.{stack}.yaml", config_is_set=config_is_set)
     except WorkspaceInvalid as invalid:
         return declared, [str(p) for p in invalid.problems]
     return declared, []

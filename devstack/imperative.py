@@ -181,8 +181,10 @@ class Workspace:
             (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
             (scratch / relative).write_text(text, encoding="utf-8")
             display = f"stacks/Pulumi.{self.stack.name}.yaml"
+            keys = set(self.stack.get_all_config())  # which `devstack:` keys are set
             try:
-                validate(self.raw, scratch, _stack_file(self.root / display, display), display)
+                validate(self.raw, scratch, _stack_file(self.root / display, display), display,
+                         config_is_set=lambda key: f"devstack:{key}" in keys)
             except WorkspaceInvalid as invalid:
                 raise InvalidDeclaration(what, invalid) from None
 

@@ -130,6 +130,15 @@ def test_invalid_declarations_fail_the_report(admin, root):
     assert aws.ok is False and "table2" in aws.problem
 
 
+def test_a_missing_admin_password_is_a_declaration_problem_as_in_preview(admin, root):
+    config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"])
+    secret = json.loads(config["devstack:workspace"])["shared"]["aws"]["adminSecret"]
+    del config[f"devstack:{secret}"]
+    report = doctor.diagnose(config, root, "doc")
+    assert report.ok is False
+    assert any(f"shared.aws.adminSecret: config key devstack:{secret} is not set" in p for p in report.problems)
+
+
 def test_without_a_working_cli_the_plain_config_is_read(tmp_path, admin, monkeypatch):
     """A broken CLI cannot decrypt secrets: instances are still probed, the admin check says it is unchecked."""
     import devstack.ledger

@@ -196,6 +196,15 @@ def test_engine_without_instance(scratch, admin):
     assert code == 3 and "no shared instance of workspace 'imperative' provides it" in err
 
 
+def test_missing_admin_password_is_bad_input_and_the_file_is_kept(scratch):
+    """As `pulumi preview` would say it: exit 2 before anything runs, the file as it was."""
+    scratch.stack.remove_config("devstack:kafkaAdmin")
+    original = scratch.file.read_bytes()
+    code, _, err = scratch.verb("topic", "add", "t1")
+    assert code == 2 and "config key devstack:kafkaAdmin is not set" in err
+    assert scratch.file.read_bytes() == original
+
+
 def test_failed_update_puts_the_file_back(scratch):
     """A database that exists without devstack's marker is foreign: the update fails, the file is as it was."""
     import psycopg
