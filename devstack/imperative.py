@@ -343,15 +343,20 @@ def remove_declaration(project_file: Path, instance: str, kind: str, name: str,
     the file as it is. Only the declaration goes: the resource itself is
     retained until an update runs (and kept even then unless purge was set).
     """
-    text = read_text(project_file)
-    found = yamledit.matching_entries(yaml.safe_load(text), instance, kind, name)
-    if not found:
+    new = without_declaration(project_file, instance, kind, name)
+    if new is None:
         return False
-    new = yamledit.remove_entry(text, found[0])
     if check is not None:
         check(new)
     write_text(project_file, new)
     return True
+
+
+def without_declaration(project_file: Path, instance: str, kind: str, name: str) -> str | None:
+    """The text of `project_file` without the entry (instance, kind, name); None when it has none."""
+    text = read_text(project_file)
+    found = yamledit.matching_entries(yaml.safe_load(text), instance, kind, name)
+    return yamledit.remove_entry(text, found[0]) if found else None
 
 
 # --- targeted preview and update ---------------------------------------------

@@ -541,8 +541,12 @@ def remove_resource(
     kind: str | None = None,
     purge_data: bool = False,
     confirm: Confirm | None = None,
+    before: Callable[[Resource], None] | None = None,
 ) -> Removal:
     """Un-track one resource; with `purge_data`, drop its data first (after `confirm`).
+
+    `before(resource)` runs once the resource is found, before anything changes,
+    and may raise to change nothing (the command line checks its file edit there).
 
     Without purge_data only the ledger changes (`pulumi state delete`): the
     data stays and a later `pulumi up` that still declares it adopts it again.
@@ -555,6 +559,8 @@ def remove_resource(
     if dependents:
         raise InvalidQuery("remove", str(target.ident), "other resources depend on it: "
                            + ", ".join(str(t.ident) for t in dependents), "remove those first")
+    if before is not None:
+        before(Resource.of(target))
     dropped = gone = False
     if purge_data:
         _require_confirmation(confirm, f"drop the data of {target.ident} in {target.ident.engine} "

@@ -72,6 +72,8 @@ def guarded(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
         try:
             return action(args)
         except DevstackError as err:
+            for problem in getattr(err, "problems", []):  # a refused file edit: preview's messages
+                print(f"error: {problem}", file=sys.stderr)
             print(err, file=sys.stderr)
             return err.exit_code
 
@@ -213,12 +215,18 @@ def run_gc(args: argparse.Namespace) -> int:
 @guarded
 def run_rm(args: argparse.Namespace) -> int:
     stack = open_from(args)
+    edits: list[tuple[Path, str, str]] = []
+    # The file side: without it the next `pulumi up` would declare and adopt it again. Checked
+    # before the ledger changes, as `pulumi preview` would check it (an import of the entry, say).
     removal = ledger.remove_resource(stack, args.name, engine=args.engine, project=args.project,
-                                     kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args))
-    # The file side: without it the next `pulumi up` would declare and adopt it again.
-    undeclared = _remove_declaration(stack, removal.resource)
-    if undeclared and not args.json:
-        print(f"removed its declaration from {undeclared}")
+                                     kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args),
+                                     before=lambda resource: edits.extend(_declaration_edit(stack, resource)))
+    from devstack import imperative
+
+    for path, text, relative in edits:
+        imperative.write_text(path, text)
+        if not args.json:
+            print(f"removed its declaration from {relative}")
     if args.json:
         emit_json(removal)
     elif removal.data_dropped:
@@ -230,16 +238,20 @@ def run_rm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remove_declaration(stack, resource: ledger.Resource) -> str | None:
-    """Drop the resource's entry from its project's devstack.yaml; the file's path, or None if absent."""
+def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str, str]]:
+    """The resource's project file without its entry, as (path, new text, relative path), once the
+    workspace has been validated that way; empty when no file declares it. InvalidDeclaration else."""
     from devstack import imperative
 
     workspace = imperative.Workspace.of(stack)
     for ref in workspace.projects():
         if ref.name == resource.project and ref.path.is_file():
-            if imperative.remove_declaration(ref.path, resource.instance, resource.kind, resource.name):
-                return ref.relative
-    return None
+            text = imperative.without_declaration(ref.path, resource.instance, resource.kind, resource.name)
+            if text is not None:
+                workspace.check(ref.relative, text, f"the removal of {resource.id}")
+                return [(ref.path, text, ref.relative)]
+    return []
+
 
 
 @guarded

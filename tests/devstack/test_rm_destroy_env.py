@@ -13,6 +13,7 @@ import json
 import nats
 import psycopg
 import pytest
+import yaml
 import redis as redis_py
 from psycopg import sql
 
@@ -177,6 +178,17 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     refused = sandbox.cli("resource", "rm", a, "--kind", "stream", "-w", "rmd")
     assert refused.returncode == InvalidQuery.exit_code
     assert f"other resources depend on it: nats/events/consumer/worker@{a}" in refused.stderr
+    # A removal that would leave the workspace invalid (the service imports the database) is refused
+    # before anything changes: preview's message, exit 2, the file, the ledger and the data as they were.
+    before = (sandbox.work / files[0]).read_text()
+    refused = sandbox.cli("resource", "rm", a, "--kind", "database", "--purge-data", "--yes", "-w", "rmd")
+    assert refused.returncode == InvalidQuery.exit_code, refused.stderr
+    assert "services.api.env.import[0].from: 'pg/database' names no resource of this project" in refused.stderr
+    assert (sandbox.work / files[0]).read_text() == before and database_exists(admin, db_a)
+    assert f"postgres/pg/database/{a}@{a}" in {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
+    document = yaml.safe_load(before)
+    del document["services"]  # the service no longer imports it
+    (sandbox.work / files[0]).write_text(yaml.safe_dump(document))
     # --purge-data asks first; without a terminal and --yes it changes nothing.
     assert sandbox.cli("resource", "rm", a, "--kind", "database", "--purge-data", "-w", "rmd").returncode == Aborted.exit_code
     assert database_exists(admin, db_a)
