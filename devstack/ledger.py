@@ -654,10 +654,11 @@ def recover(
 
     Run it once nothing else works on the stack: `pulumi cancel` removes any lock.
 
-    Creates that were in flight are looked up in the engines with the current
-    stack config (`refresh --clear-pending-creates --run-program`); what was
-    made is recorded, what was not is dropped from the ledger, and the next
-    `pulumi up` creates the rest. Nothing is created or dropped in an engine.
+    Creates that were in flight leave the ledger, made or not, and the rest is
+    refreshed with the current stack config (`refresh --clear-pending-creates
+    --run-program`). The next `pulumi up` adopts what the killed run made
+    (setting the credentials the ledger records) and creates the rest; until
+    then gc sees those as orphans. Nothing is created or dropped in an engine.
     """
     variables = stack_env(backend_url, env)
     repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], workspace)

@@ -276,7 +276,8 @@ def run_recover(args: argparse.Namespace) -> int:
     for path in result.repaired:
         print(f"removed {path}: empty metadata left by the interrupted run")
     print(f"workspace {result.workspace!r} recovered: unlocked, {result.pending_cleared} pending operation(s) "
-          "resolved against the engines; run `pulumi up` (or scripts/up) to finish the interrupted update")
+          "cleared from the ledger; run `pulumi up` (or scripts/up) next: it adopts what the killed run made "
+          "and creates the rest (until then `devstack resource gc` lists those as orphans: do not prune)")
     return 0
 
 
