@@ -59,3 +59,17 @@ def test_refused_purge_changes_nothing(box):
     before = box.cli_json("resource", "list", "-w", "err")
     assert box.cli("resource", "rm", "alpha", "--purge-data", "-w", "err").returncode == Aborted.exit_code
     assert box.cli_json("resource", "list", "-w", "err") == before
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """`devstack ... | head`: no BrokenPipeError traceback, the shell's status for SIGPIPE."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from devstack import cli\n"
+            "cli.parser = lambda: type('P', (), {'parse_args': lambda self, a: type('A', (), {'func': staticmethod("
+            "lambda args: [print('row ' * 100) for _ in range(100000)])})()})()\n"
+            "sys.exit(cli.main([]))")
+    done = subprocess.run(f"{sys.executable} -c \"{code}\" | head -1", shell=True, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert done.stdout.startswith("row") and "Traceback" not in done.stderr, done.stderr
