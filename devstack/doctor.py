@@ -371,10 +371,14 @@ class Report:
         }
 
 
-def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN_DIR) -> Report:
-    """The doctor's report for a stack's config (keys `devstack:...`, secrets decrypted) and files under `root`."""
+def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN_DIR,
+             unreadable: frozenset[str] = frozenset()) -> Report:
+    """The doctor's report for a stack's config (keys `devstack:...`, secrets decrypted) and files under `root`.
+
+    `unreadable`: keys set in the config whose (secret) values could not be read; they count as set."""
     raw = parse_object(config.get("devstack:workspace")) or {}
-    declared, problems = _declarations(raw, root, stack, lambda key: config.get(f"devstack:{key}") is not None)
+    declared, problems = _declarations(
+        raw, root, stack, lambda key: config.get(f"devstack:{key}") is not None or f"devstack:{key}" in unreadable)
     try:
         name = WorkspaceConfig.model_validate(raw).name
         shared = instances_from_config(config)
@@ -429,17 +433,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     work_dir = args.work_dir or ROOT
     try:
-        config, root = _read_config(args.workspace, args.backend_url, work_dir)
+        config, root, unreadable = _read_config(args.workspace, args.backend_url, work_dir)
     except DevstackError as err:
         print(err, file=sys.stderr)
         return err.exit_code
-    report = diagnose(config, root, args.workspace)
+    report = diagnose(config, root, args.workspace, unreadable=unreadable)
     print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     return 0 if report.ok else 1
 
 
-def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tuple[dict[str, Any], Path]:
-    """The stack's config with secrets (through the CLI); without a working CLI, the file's plain part."""
+def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tuple[dict[str, Any], Path, frozenset[str]]:
+    """The stack's config with secrets (through the CLI); without a working CLI, the file's plain part
+    and the names of the secret keys it could not decrypt."""
     from devstack.ledger import open_stack
 
     try:
@@ -447,17 +452,20 @@ def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tup
     except DevstackError:
         raise
     except Exception:  # the CLI itself is broken: the toolchain check says how to fix it
-        return _plain_config(work_dir, workspace), work_dir
-    return {key: value.value for key, value in stack.get_all_config().items()}, Path(stack.workspace.work_dir)
+        plain, unreadable = _plain_config(work_dir, workspace)
+        return plain, work_dir, unreadable
+    return {key: value.value for key, value in stack.get_all_config().items()}, Path(stack.workspace.work_dir), frozenset()
 
 
-def _plain_config(work_dir: Path, workspace: str) -> dict[str, Any]:
+def _plain_config(work_dir: Path, workspace: str) -> tuple[dict[str, Any], frozenset[str]]:
+    """The config file's plain values, and the names of its `secure:` ones."""
     for path in (work_dir / "stacks" / f"Pulumi.{workspace}.yaml", work_dir / f"Pulumi.{workspace}.yaml"):
         if path.is_file():
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            plain = {k: v for k, v in (data.get("config") or {}).items() if not isinstance(v, dict) or "secure" not in v}
-            return plain
-    return {}
+            items = (data.get("config") or {}).items()
+            secure = frozenset(k for k, v in items if isinstance(v, dict) and "secure" in v)
+            return {k: v for k, v in items if k not in secure}, secure
+    return {}, frozenset()
 
 
 def render(report: Report) -> str:

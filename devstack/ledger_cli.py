@@ -253,7 +253,6 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
     return []
 
 
-
 @guarded
 def run_destroy(args: argparse.Namespace) -> int:
     result = ledger.destroy_stack(open_from(args), purge_data=args.purge_data, confirm=confirmer(args))

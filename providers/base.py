@@ -232,8 +232,9 @@ class KindProvider(ResourceProvider):
                    if key in self.attributes}
         live = {**props, **address, **observed.attributes}
         live["params"] = {**(props.get("params") or {}), **observed.params}
-        if props.get("password") and live.get("user"):
-            works = self.login_works(instance, str(live["user"]), str(props["password"]))
+        if props.get("password") and props.get("user"):
+            # The login the resource made (the live owner of a database may have drifted to another role).
+            works = self.login_works(instance, str(props["user"]), str(props["password"]))
             if works is not None:
                 live["passwordInSync"] = works  # false: drift, and the next update sets the password again
         return ReadResult(id_, live)

@@ -43,8 +43,10 @@ class SharedInstance(BaseModel):
     @field_validator("version", mode="before")
     @classmethod
     def _version_as_text(cls, value: Any) -> Any:
-        # `version: 15` in YAML is a number; it means the text "15".
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        # `version: 15` in YAML is a number; it means the text "15". `2.10` would be the float 2.1: refuse it.
+        if isinstance(value, float):
+            raise ValueError(f"{value!r} is a number; quote the version (version: \"{value}\")")
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @property
     def address(self) -> str:

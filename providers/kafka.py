@@ -722,8 +722,8 @@ class Acl(KafkaKind):
         previous = old.get("password") if old.get("credentials") == new.get("credentials") else None
         password = password_for(ident, principal, new.get("credentials", "predictable"), previous)
         admin = admin_client(instance)
-        if password != old.get("password") or old.get("passwordInSync") is False \
-                or not has_credential(admin, principal, f"acl {ident}"):
+        # (Its credential exists: update runs only on a resource `_owned` has found.)
+        if password != old.get("password") or old.get("passwordInSync") is False:
             set_password(admin, principal, password, f"acl {ident}")
         self._converge(admin, ident, principal, AclSpec.model_validate(new.get("params") or {}))
         self.mark(instance, admin, ident, new.get("stack", ""))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine,
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker, require_same
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -395,7 +395,8 @@ class Stream(NatsKind):
     """A JetStream stream on the owner's subjects, marked with the owner in its metadata.
 
     `read` reports in `configInSync` whether the stream is free of `reaching_out`
-    settings; one made outside Pulumi is drift, and the next update removes it.
+    settings; one made outside Pulumi is drift, and the next update removes it
+    (a mirror it cannot: that update fails saying so).
     """
 
     kind = "stream"
@@ -456,8 +457,10 @@ class Stream(NatsKind):
                 storage=jetstream_api.StorageType(spec.storage),
                 discard=jetstream_api.DiscardPolicy.OLD,
             )
-            if info is not None:
-                require_same("create", f"stream {ident}", stream_params(live), spec.model_dump(), self.create_only, self.Spec)
+            if live.mirror:
+                # NATS cannot turn a mirror back into a plain stream.
+                raise Unsupported("update", f"stream {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
+                                  "Pulumi), which NATS cannot undo in place", "delete it with purge and create it again")
             wanted = live.evolve(
                 subjects=subjects, max_age=float(spec.max_age), max_bytes=spec.max_bytes, max_msgs=spec.max_msgs,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.max_age),
@@ -575,11 +578,11 @@ class Consumer(NatsKind):
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, ConsumerSpec)
-        return self._ensure(instance, ident, spec, props.get("stack", ""), adopting=True)
+        return self._ensure(instance, ident, spec, props.get("stack", ""))
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         spec = ConsumerSpec.model_validate(new.get("params") or {})
-        return self._ensure(instance, ident, spec, new.get("stack", ""), adopting=False)
+        return self._ensure(instance, ident, spec, new.get("stack", ""))
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         name = self.engine_name(ident.name, ident.owner)
@@ -596,7 +599,7 @@ class Consumer(NatsKind):
         with api_errors("drop", f"consumer {ident}"):
             run(instance, work)
 
-    def _ensure(self, instance: SharedInstance, ident: Identity, spec: ConsumerSpec, stack: str, adopting: bool) -> dict[str, Any]:
+    def _ensure(self, instance: SharedInstance, ident: Identity, spec: ConsumerSpec, stack: str) -> dict[str, Any]:
         """Create the consumer, or converge an existing one of ours; a no-op when it already matches."""
         name, what = self.engine_name(ident.name, ident.owner), f"consumer {ident}"
         stream = Stream.engine_name(spec.stream, ident.owner)
@@ -607,7 +610,7 @@ class Consumer(NatsKind):
             existing = await find_consumer(session.js, ident.owner, name)
             live = existing[1].config if existing else None
             if existing is not None:
-                self._require_changeable(existing, ident, spec, session.version, adopting)
+                self._require_changeable(existing, ident, spec, session.version)
             wanted = self._config(name, spec, with_marker(live.metadata if live else None, marker))
             if live is not None and consumer_params(wanted, spec.stream) == consumer_params(live, spec.stream) \
                     and wanted.metadata == live.metadata:
@@ -620,13 +623,11 @@ class Consumer(NatsKind):
         return {**self._base_attributes(instance), "stream": stream, "consumer": name}
 
     def _require_changeable(self, existing: tuple[StreamInfo, ConsumerInfo], ident: Identity, spec: ConsumerSpec,
-                            version: tuple[int, int], adopting: bool) -> None:
+                            version: tuple[int, int]) -> None:
         """Refuse what the server cannot change in place, naming the field and its live value."""
         what = f"consumer {ident}"
         stream, info = existing
         live = consumer_params(info.config, stream_declaration(stream.config.name or "", ident.owner))
-        if adopting:
-            require_same("create", what, live, spec.model_dump(), self.create_only, self.Spec)
         if live["filter_subject"] != spec.filter_subject and not FEATURES["consumer_filter_update"](version):
             raise Unsupported("update", what, "this server cannot change a consumer's filter subject",
                               "use nats-server 2.10+, or delete the consumer with purge and re-create it")
@@ -721,8 +722,6 @@ class Kv(NatsKind):
         async def work(session: Session) -> None:
             info = await stream_info(session.js, KV_STREAM_PREFIX + bucket)
             live = info.config if info else self._new_config(bucket, spec)
-            if info is not None:
-                require_same("create", f"kv {ident}", kv_params(live), spec.model_dump(), self.create_only, self.Spec)
             wanted = live.evolve(
                 max_msgs_per_subject=spec.history, max_age=float(spec.ttl), max_bytes=spec.max_bytes,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.ttl),

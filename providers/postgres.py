@@ -377,14 +377,10 @@ class Database(KindProvider):
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         database, role = identifier(ident.name), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
-            row = conn.execute(
-                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (database,)
-            ).fetchone()
-            if row is None:
+            if not _database_exists(conn, database):
                 raise NotFound("drop", f"database {ident}", "it does not exist")
-            if marker_owner(row[0]) != ident.owner:
-                # Re-created by someone else since the last refresh: never drop theirs.
-                raise self._conflict("drop", ident, Observed(owner=marker_owner(row[0])))
+            # Re-created by someone else since the last refresh: never drop theirs.
+            self._check_database_owner(conn, ident, database, "drop")
             # Block new sessions, end only this database's sessions, then drop.
             conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT 0").format(sql.Identifier(database)))
             conn.execute(
@@ -411,12 +407,13 @@ class Database(KindProvider):
 
     # --- steps -----------------------------------------------------------
 
-    def _check_database_owner(self, conn: psycopg.Connection, ident: Identity, database: str) -> None:
+    def _check_database_owner(self, conn: psycopg.Connection, ident: Identity, database: str, verb: str = "create") -> None:
+        """Conflict when `database` exists with another project's marker (or none); under the DDL lock."""
         row = conn.execute(
             "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (database,)
         ).fetchone()
         if row is not None and marker_owner(row[0]) != ident.owner:
-            raise self._conflict("create", ident, Observed(owner=marker_owner(row[0])))
+            raise self._conflict(verb, ident, Observed(owner=marker_owner(row[0])))
 
     def _ensure_role(self, conn: psycopg.Connection, ident: Identity, role: str, password: str, marker: str) -> None:
         row = role_row(conn, role)

@@ -62,14 +62,23 @@ def test_refused_purge_changes_nothing(box):
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
-    """`devstack ... | head`: no BrokenPipeError traceback, the shell's status for SIGPIPE."""
+    """`devstack ... | head`: no BrokenPipeError traceback, and the shell's status for SIGPIPE (141)."""
     import subprocess
     import sys
+    import textwrap
 
-    code = ("import sys; from devstack import cli\n"
-            "cli.parser = lambda: type('P', (), {'parse_args': lambda self, a: type('A', (), {'func': staticmethod("
-            "lambda args: [print('row ' * 100) for _ in range(100000)])})()})()\n"
-            "sys.exit(cli.main([]))")
-    done = subprocess.run(f"{sys.executable} -c \"{code}\" | head -1", shell=True, capture_output=True, text=True,
-                          cwd=tmp_path, timeout=60)
+    script = tmp_path / "many_rows.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        from types import SimpleNamespace
+
+        from devstack import cli
+
+        rows = SimpleNamespace(func=lambda args: [print("row " * 100) for _ in range(100_000)])
+        cli.parser = lambda: SimpleNamespace(parse_args=lambda argv: rows)
+        sys.exit(cli.main([]))
+    """))
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} {script} | head -1"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.stdout.startswith("row") and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 141

@@ -18,12 +18,14 @@ def instance(engine: str, port: int) -> dict:
 
 
 def workspace(tmp_path: Path, shared: dict, projects: dict[str, str]) -> imperative.Workspace:
-    """A Workspace over files in tmp_path; the stack is a stand-in that only knows its names."""
+    """A Workspace over files in tmp_path; the stack is a stand-in that only knows its names and that
+    every instance's admin secret (`s`) is set."""
     for relative, name in projects.items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(f"apiVersion: devstack/v1\nkind: Project\nname: {name}\n")
     raw = {"name": "ws", "shared": shared, "projects": list(projects)}
-    stack = SimpleNamespace(name="dev", workspace=SimpleNamespace(project_settings=lambda: SimpleNamespace(name="devstack")))
+    stack = SimpleNamespace(name="dev", workspace=SimpleNamespace(project_settings=lambda: SimpleNamespace(name="devstack")),
+                            get_all_config=lambda: {"devstack:s": "set"})
     return imperative.Workspace(stack=stack, root=tmp_path, raw=raw, config=WorkspaceConfig.model_validate(raw))
 
 

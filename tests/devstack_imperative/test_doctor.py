@@ -148,12 +148,16 @@ def test_without_a_working_cli_the_plain_config_is_read(tmp_path, admin, monkeyp
 
     monkeypatch.setattr(devstack.ledger, "open_stack", broken)
     shared = shared_config(admin)
+    (tmp_path / "doc").mkdir()
+    (tmp_path / "doc" / "devstack.yaml").write_text(project_text("doc").replace("uses: aws", "uses: pg")
+                                                    .replace("kind: queue", "kind: database"))
     (tmp_path / "Pulumi.doc.yaml").write_text(json.dumps({"config": {
-        "devstack:workspace": {"name": "doc", "shared": shared, "projects": []},
+        "devstack:workspace": {"name": "doc", "shared": shared, "projects": ["doc/devstack.yaml"]},
         "devstack:pgAdmin": {"secure": "v1:ciphertext"}}}))
-    config, root = doctor._read_config("doc", None, tmp_path)
-    assert root == tmp_path and "devstack:pgAdmin" not in config
-    report = doctor.diagnose(config, root, "doc")
+    config, root, unreadable = doctor._read_config("doc", None, tmp_path)
+    assert root == tmp_path and "devstack:pgAdmin" not in config and unreadable == {"devstack:pgAdmin"}
+    report = doctor.diagnose(config, root, "doc", unreadable=unreadable)
+    assert report.problems == []  # the password is set, only unreadable here: no declaration problem
     pg = next(h for h in report.instances if h.name == "pg")
     assert (pg.reachable, pg.admin, pg.ok) == (True, None, False)
     assert pg.problem == "no admin password in the stack config (devstack:pgAdmin)"

@@ -284,6 +284,9 @@ def test_unknown_engine_in_workspace(tmp_path):
 def test_instance_version_may_be_a_number_and_port_must_be_one(tmp_path):
     pg = WORKSPACE["shared"]["pg"]
     assert problems(tmp_path, db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "version": 15}}}) == []
+    (tmp_path / "float").mkdir()  # `version: 2.10` is the number 2.1
+    found = problems(tmp_path / "float", db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "version": 2.10}}})
+    assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.version"] and "quote the version" in found[0].message
     (tmp_path / "bad").mkdir()
     found = problems(tmp_path / "bad", db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "port": 99999}}})
     assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.port"]
