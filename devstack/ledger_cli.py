@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from devstack import ledger
-from devstack.errors import DevstackError
+from devstack.errors import DevstackError, NotFound
 
 _NO_TTY = "not confirmed: no terminal to ask on (pass --yes)"
 
@@ -243,7 +243,10 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
     workspace has been validated that way; empty when no file declares it. InvalidDeclaration else."""
     from devstack import imperative
 
-    workspace = imperative.Workspace.of(stack)
+    try:
+        workspace = imperative.Workspace.of(stack)
+    except NotFound:
+        return []  # a stack without a workspace config has no devstack.yaml to edit
     for ref in workspace.projects():
         if ref.name == resource.project and ref.path.is_file():
             text = imperative.without_declaration(ref.path, resource.instance, resource.kind, resource.name)
