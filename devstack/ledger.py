@@ -496,7 +496,7 @@ def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, An
     except perr.NotFound:
         return False
     except perr.Conflict as err:
-        raise IdentityConflict("drop", str(ident), err.cause, "nothing was dropped") from err
+        raise IdentityConflict("drop", str(ident), err.cause, "it was not dropped") from err
     except perr.DevstackError as err:
         raise EngineError("drop", str(ident), err.cause, err.hint) from err
     except Exception as err:  # a client library's own error: still "cannot drop <id>", cause chained
@@ -612,7 +612,15 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
                                        + ", ".join(str(t.ident) for t in tracked))
         config = stack_config(stack)
         for t in drop_order(tracked):
-            (dropped if drop_data(config, t.ident, t.props) else gone).append(str(t.ident))
+            try:
+                (dropped if drop_data(config, t.ident, t.props) else gone).append(str(t.ident))
+            except (IdentityConflict, EngineError) as err:
+                if not dropped:
+                    raise
+                # Say what already happened: a rerun finds those gone, and stops here again until refreshed.
+                raise type(err)(err.verb, err.what, err.cause,
+                                f"{err.hint}; {len(dropped)} resource(s) before it were dropped, the ledger is "
+                                "unchanged: `pulumi refresh`, then destroy again") from err
     _state_delete(stack, [t.urn for t in tracked])
     try:
         stack.destroy()

@@ -82,3 +82,30 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.stdout.startswith("row") and "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 141
+
+
+def test_a_destroy_that_stops_on_a_conflict_says_what_it_dropped_before(tmp_path, monkeypatch):
+    """The second drop meets another project's resource: the error counts the drops before it,
+    says the ledger is unchanged and what to run, and the ledger still holds everything."""
+    from devstack import ledger
+    from devstack.errors import IdentityConflict
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("dst", create=True)
+    rows = [{"engine": "postgres", "instance": "pg", "kind": "database", "name": n, "owner": "alpha"} for n in ("a", "b")]
+    import_state(stack, synthetic_resources("dst", rows))
+    drops = []
+
+    def drop(config, ident, props):
+        drops.append(ident.name)
+        if len(drops) == 2:
+            raise IdentityConflict("drop", str(ident), "it belongs to project 'intruder'", "it was not dropped")
+        return True
+
+    monkeypatch.setattr(ledger, "drop_data", drop)
+    monkeypatch.setattr(ledger, "stack_config", lambda stack: {})
+    with pytest.raises(IdentityConflict) as stopped:
+        ledger.destroy_stack(stack, purge_data=True, confirm=lambda text: True)
+    assert "it was not dropped; 1 resource(s) before it were dropped, the ledger is unchanged" in str(stopped.value)
+    assert "`pulumi refresh`, then destroy again" in str(stopped.value)
+    assert len(ledger.tracked_resources(stack)) == 2
