@@ -60,9 +60,8 @@ class Project(pulumi.ComponentResource):
 
     def _dependencies(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
         """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
-        owner = self._file.name
-        keys = [f"{decl.uses}/{kind}/{decl.params.get(param) or owner}" for param, kind in provider.references.items()
-                if decl.params.get(param) or param in provider.default_references]
+        keys = [f"{decl.uses}/{provider.references[param]}/{name}"
+                for param, name in provider.referenced(decl.params, self._file.name).items()]
         keys += [key for key in created if key.split("/")[0] == decl.uses and key.split("/")[1] in provider.after_kinds]
         return [created[key] for key in dict.fromkeys(keys) if key in created]
 

@@ -252,11 +252,9 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
             else:
                 report.add(loc, _message(error, provider.Spec))
         return
-    for param, target_kind in provider.references.items():
-        target = getattr(spec, param, None)
-        defaulted = not target and param in provider.default_references
-        target = target or (owner if defaulted else None)
-        if target and not any(d.kind == target_kind and d.uses == decl.uses and (d.name or owner) == target
+    for param, target in provider.referenced(spec.model_dump(), owner).items():
+        target_kind, defaulted = provider.references[param], not getattr(spec, param, None)
+        if not any(d.kind == target_kind and d.uses == decl.uses and (d.name or owner) == target
                               for _, d in decls):
             unset = f"unset, so the project's {target_kind}, " if defaulted else ""
             report.add(at + ("params", param), f"{unset}names no {target_kind} {target!r} on instance {decl.uses!r} "

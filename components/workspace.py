@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pulumi
-import yaml
 
 from components.project import Project
 from components.validation import Validated, WorkspaceInvalid, validate
-from components.yamlfile import YamlFile, load_yaml
+from components.yamlfile import load_yaml_if_usable
 from providers.instances import parse_object
 
 
@@ -19,15 +18,8 @@ def load_workspace(root: Path, stack: str, config: pulumi.Config | None = None) 
     config = config or pulumi.Config("devstack")
     raw = parse_object(config.require_object("workspace"))
     display = f"stacks/Pulumi.{stack}.yaml"
-    return validate(raw, root, _stack_file(root / display, display), display,
+    return validate(raw, root, load_yaml_if_usable(root / display, display), display,
                     config_is_set=lambda key: config.get(key) is not None)
-
-
-def _stack_file(path: Path, display: str) -> YamlFile | None:
-    try:
-        return load_yaml(path, display) if path.is_file() else None
-    except (UnicodeDecodeError, yaml.YAMLError):
-        return None
 
 
 class Workspace(pulumi.ComponentResource):

@@ -48,6 +48,14 @@ def load_yaml(path: Path, display: str) -> YamlFile:
     return YamlFile(path=path, display=display, data=data, lines=lines)
 
 
+def load_yaml_if_usable(path: Path, display: str) -> YamlFile | None:
+    """`path` parsed for its line numbers, or None when it is missing, not UTF-8 or not valid YAML."""
+    try:
+        return load_yaml(path, display) if path.is_file() else None
+    except (UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
 def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int]) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):

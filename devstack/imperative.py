@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from components import templates
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
-from components.yamlfile import load_yaml
+from components.yamlfile import load_yaml_if_usable
 from devstack import yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger_cli import add_stack_options, open_from, resource_group
@@ -183,7 +183,7 @@ class Workspace:
             display = f"stacks/Pulumi.{self.stack.name}.yaml"
             keys = set(self.stack.get_all_config())  # which `devstack:` keys are set
             try:
-                validate(self.raw, scratch, _stack_file(self.root / display, display), display,
+                validate(self.raw, scratch, load_yaml_if_usable(self.root / display, display), display,
                          config_is_set=lambda key: f"devstack:{key}" in keys)
             except WorkspaceInvalid as invalid:
                 raise InvalidDeclaration(what, invalid) from None
@@ -209,14 +209,6 @@ def _scratch_root(tmp: Path, projects: list[str]) -> Path:
     root = tmp.joinpath(*(["up"] * depth), "root")
     root.mkdir(parents=True)
     return root
-
-
-def _stack_file(path: Path, display: str):
-    """The stack config file for line numbers, as components.workspace reads it (None when unusable)."""
-    try:
-        return load_yaml(path, display) if path.is_file() else None
-    except (UnicodeDecodeError, yaml.YAMLError):
-        return None
 
 
 def _listing(shared: dict[str, SharedInstance], engines: Sequence[str]) -> str:

@@ -69,6 +69,12 @@ class KindProvider(ResourceProvider):
     references: ClassVar[dict[str, str]] = {}
     #: Those of `references` that, left out, name the declaration called after the project.
     default_references: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def referenced(cls, params: Mapping[str, Any], owner: str) -> dict[str, str]:
+        """param -> the name of the declaration it references (a default one left out: the project's)."""
+        return {param: params.get(param) or owner for param in cls.references
+                if params.get(param) or param in cls.default_references}
     #: Kinds on the same instance this one is created after and deleted before.
     after_kinds: ClassVar[tuple[str, ...]] = ()
     #: Every declaration of this kind by one project on one instance logs in as the
