@@ -23,6 +23,18 @@ COMMAND_MODULES = (
 )
 
 
+def ask(question: str) -> str | None:
+    """The answer typed to `question`, stripped and lower-cased; None when stdin is no terminal.
+
+    The question goes to stderr: stdout may be a report (`--json`) redirected to a
+    file, which must hold the report alone, and the user must see what is asked.
+    """
+    if not sys.stdin.isatty():
+        return None  # never assume an answer
+    print(question, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower()
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="devstack", description=__doc__.splitlines()[0])
     subparsers = root.add_subparsers(dest="command", required=True)

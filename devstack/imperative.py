@@ -54,7 +54,7 @@ from components import templates
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable
-from devstack import yamledit
+from devstack import cli, yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger_cli import add_stack_options, open_from, resource_group
 from providers import errors as provider_errors
@@ -706,10 +706,10 @@ def _confirm(args: argparse.Namespace) -> Confirm:
         return _yes
 
     def ask(question: str) -> bool:
-        if not sys.stdin.isatty():
+        reply = cli.ask(f"{question} [y/N] ")
+        if reply is None:
             print(f"{question} not confirmed: no terminal to ask on (pass --yes)", file=sys.stderr)
-            return False
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+        return reply in ("y", "yes")
 
     return ask
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from devstack import ledger
+from devstack import cli, ledger
 from devstack.errors import DevstackError, NotFound
 
 _NO_TTY = "not confirmed: no terminal to ask on (pass --yes)"
@@ -86,10 +86,10 @@ def confirmer(args: argparse.Namespace) -> ledger.Confirm:
         return lambda _text: True
 
     def ask(text: str) -> bool:
-        if not sys.stdin.isatty():
+        reply = cli.ask(f"{text}\nType 'yes' to go ahead: ")
+        if reply is None:
             print(f"{text}: {_NO_TTY}", file=sys.stderr)
-            return False
-        return input(f"{text}\nType 'yes' to go ahead: ").strip().lower() == "yes"
+        return reply == "yes"
 
     return ask
 

@@ -6,6 +6,8 @@ a subprocess, so these are the codes and messages a shell sees.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from devstack.errors import Aborted, Ambiguous, InvalidQuery, NotFound, ScopeMismatch
@@ -109,3 +111,30 @@ def test_a_destroy_that_stops_on_a_conflict_says_what_it_dropped_before(tmp_path
     assert "it was not dropped; 1 resource(s) before it were dropped, the ledger is unchanged" in str(stopped.value)
     assert "`pulumi refresh`, then destroy again" in str(stopped.value)
     assert len(ledger.tracked_resources(stack)) == 2
+
+
+def test_the_question_goes_to_stderr_so_a_json_report_stays_json(box):
+    """`rm --purge-data --json > report.json` on a terminal: the user sees the question, and the
+    report file holds nothing that is not JSON (declined here, so nothing at all)."""
+    import os
+    import pty
+    import subprocess
+
+    from tests.devstack.conftest import DEVSTACK
+
+    before = box.cli_json("resource", "list", "-w", "err")
+    primary, terminal = pty.openpty()
+    os.write(primary, b"no\n")
+    env = {k: v for k, v in {**os.environ, **box.env}.items() if k != "PULUMI_CONFIG_PASSPHRASE"}
+    try:
+        done = subprocess.run([str(DEVSTACK), "resource", "rm", "alpha/pg/database/main", "--purge-data", "--json",
+                               "-w", "err", "--work-dir", str(box.work)], stdin=terminal, capture_output=True,
+                              text=True, env=env, cwd=box.work, timeout=300)
+    finally:
+        os.close(terminal)
+        os.close(primary)
+    assert done.returncode == Aborted.exit_code, done.stderr
+    assert "Type 'yes' to go ahead" in done.stderr and "alpha" in done.stderr
+    assert done.stdout.strip() == "" or json.loads(done.stdout)
+    assert "Type 'yes'" not in done.stdout
+    assert box.cli_json("resource", "list", "-w", "err") == before

@@ -172,6 +172,7 @@ def test_declined_confirmation_restores_the_file(scratch, monkeypatch):
     code, out, err = scratch.verb("queue", "add", "q1", yes=False)
     assert code == 7 and "not confirmed" in err
     assert "aws/queue/q1 create" in out  # the preview of exactly that change
+    assert "[y/N]" in err and "[y/N]" not in out  # the question on stderr: stdout may be redirected
     assert scratch.file.read_bytes() == original
     assert scratch.state_keys() == set()
 
