@@ -37,6 +37,8 @@ def password_for(ident: Identity, principal: str, policy: str, previous: str | N
 
 def _rotation(value: Any) -> Any:
     """One clear message instead of one per member of the union."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # Pulumi carries every number as a float: `rotation: 2` arrives as 2.0
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     if isinstance(value, str) and 0 < len(value) <= 64:

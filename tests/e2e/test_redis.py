@@ -90,6 +90,17 @@ def test_two_projects_up_preview_refresh_retain(project_dir, offline_env, pulumi
     assert changes(stack.preview()) == {}
     assert changes(stack.up()) == {}
 
+    # A rotation (an integer in YAML, a float by the time Pulumi hands it to check) changes A's password in place.
+    write_project(project_dir, a, [resources()[0], {**resources()[1], "params": {"rotation": 1}}])
+    rotated = stack.up()
+    assert changes(rotated) == {"update": 1}
+    new_password = rotated.outputs[a].value["resources"][f"cache/acl_user/{a}"]["password"]
+    assert new_password != user_a["password"]
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(**REDIS, username=a, password=user_a["password"]).ping()
+    client_a = redis.Redis(**REDIS, username=a, password=new_password, db=index_a["db"])
+    assert client_a.get(f"{a}:order") == b"1"
+
     # Out-of-band change to A's ACL: refresh notices it, the next up repairs it.
     with admin_client(admin) as client:
         client.execute_command("ACL", "SETUSER", a, "+flushall")

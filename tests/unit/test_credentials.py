@@ -52,6 +52,8 @@ def test_rotation_accepts_integers_and_short_strings_only():
         rotation: Rotation = None
 
     assert [Spec(rotation=v).rotation for v in (None, 3, "2026-q4")] == [None, 3, "2026-q4"]
+    # Pulumi hands the provider's check every number as a float; a whole one is the integer.
+    assert Spec(rotation=2.0).rotation == 2 and isinstance(Spec(rotation=2.0).rotation, int)
     for bad in (True, "", "x" * 65, 1.5):
         with pytest.raises(ValidationError, match="must be an integer or a non-empty string"):
             Spec(rotation=bad)
