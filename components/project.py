@@ -58,17 +58,26 @@ class Project(pulumi.ComponentResource):
         kind = self._kind_class(decl)
         return bool(kind.references or kind.after_kinds)
 
-    def _dependencies(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
-        """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
+    def _referenced(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
+        """The declarations `decl`'s params name: a consumer's stream, a rule's bucket, a user's database."""
         keys = [f"{decl.uses}/{provider.references[param]}/{name}"
                 for param, name in provider.referenced(decl.params, self._file.name).items()]
-        keys += [key for key in created if key.split("/")[0] == decl.uses and key.split("/")[1] in provider.after_kinds]
         return [created[key] for key in dict.fromkeys(keys) if key in created]
+
+    def _dependencies(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
+        """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
+        after = [resource for key, resource in created.items()
+                 if key.split("/")[0] == decl.uses and key.split("/")[1] in provider.after_kinds]
+        return list(dict.fromkeys([*self._referenced(decl, provider, created), *after]))
 
     def _declare(self, decl: ResourceDecl, stack: str, created: dict[str, Resource]) -> Resource:
         instance = self._ws.shared[decl.uses]
         provider = self._kind_class(decl)()
         depends_on = self._dependencies(decl, provider, created)
+        # Replacing what it lives in or on (with purge: a dropped stream takes its consumers,
+        # a database its owner role's grants) must replace it too, or the ledger would keep
+        # a resource the engine no longer has.
+        replace_with = self._referenced(decl, provider, created)
         name, owner = decl.name or self._file.name, self._file.name
         props = {
             "engine": instance.engine,
@@ -90,6 +99,7 @@ class Project(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self,
                 depends_on=depends_on,
+                replace_with=replace_with or None,
                 # Tenant data outlives its declaration unless purge is asked for.
                 retain_on_delete=not decl.purge,
                 additional_secret_outputs=list(provider.secret_outputs),

@@ -128,3 +128,35 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
     assert changes(stack.up()) == {"delete": 1}
     assert stream_config(admin, b) is None
     assert stream_config(admin, a) is not None
+
+
+def test_a_purged_stream_replaced_takes_its_consumer_along(project_dir, offline_env, pulumi_command, admin, projects):
+    """Changing a fixed param of a purge stream drops and re-creates it, consumers included: the
+    consumer is replaced with it, so the engine has it again and the ledger has nothing stale."""
+    a, _ = projects
+
+    def declare(storage: str) -> str:
+        return write_project(project_dir, a, [
+            {"uses": "events", "kind": "stream", "purge": True, "params": {"storage": storage}},
+            {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": a}},
+        ])
+
+    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "e2e",
+        "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": NATS_PORT,
+                              "adminUser": admin["nats"].user, "adminSecret": "natsAdmin"}},
+        "projects": [declare("file")],
+    })))
+    stack.set_config("devstack:natsAdmin", auto.ConfigValue(admin["nats"].password, secret=True))
+    assert changes(stack.up()) == {"create": 5}
+
+    declare("memory")
+    assert changes(stack.preview()) == {"replace": 2}
+    assert changes(stack.up()) == {"replace": 2}
+    assert stream_config(admin, a).storage == "memory"
+    consumer = jetstream(admin, lambda js: js.consumer_info(a, f"{a}_worker"))
+    assert consumer.config.durable_name == f"{a}_worker"
+    # The ledger matches the engine: nothing for refresh to correct, nothing for up to do.
+    assert changes(stack.refresh()) == {}
+    assert changes(stack.up()) == {}

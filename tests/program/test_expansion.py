@@ -183,6 +183,23 @@ def test_dependencies_give_safe_teardown_order(mocks, validated):
 
 
 @pulumi.runtime.test
+def test_replacing_a_referenced_declaration_replaces_its_dependents(mocks, validated):
+    """What lives in or on another declaration is replaced with it (a purged stream takes its consumers);
+    ordering alone (an acl after the topics) does not tie a replacement."""
+    _, options, resources = expand(validated)
+
+    def replaced_with(dependent: str) -> set[int]:
+        return {id(r) for r in options[dependent].replace_with or []}
+
+    assert replaced_with("media/objects/lifecycle/expire") == {id(resources["media/objects/bucket/uploads"])}
+    assert replaced_with("feeds/events/consumer/worker") == {id(resources["feeds/events/stream/feeds"])}
+    assert replaced_with("shop/pg/user/reporting") == {id(resources["shop/pg/role/readers"]),
+                                                       id(resources["shop/pg/database/shop"])}
+    assert replaced_with("shop/kafka/acl/shop") == set()
+    assert replaced_with("media/objects/bucket/uploads") == set()
+
+
+@pulumi.runtime.test
 def test_outputs_attributes_exports_env_and_secrets(mocks, validated):
     workspace, _, _ = expand(validated)
     shop = workspace.outputs["shop"]
