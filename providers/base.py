@@ -53,6 +53,16 @@ class Observed:
     attributes: dict[str, Any] = field(default_factory=dict)
 
 
+#: Engine objects this provider process created or adopted, (engine, host, port, kind, engine
+#: name), and the declaration that did. One process serves one deployment, in which Pulumi
+#: creates a resource whose name changed (`name: shop-x` to `shop_x`, or the same server under
+#: another instance name) before it deletes the old one; both name the same engine object,
+#: and that delete must leave it to the new declaration, which adopted it, instead of dropping
+#: it (with purge) from under it.
+_held_this_run: dict[tuple[str, str, int, str, str], Identity] = {}
+_held_lock = threading.Lock()
+
+
 class KindProvider(ResourceProvider):
     """One kind of one engine. Subclasses set the class attributes and hooks."""
 
@@ -121,6 +131,13 @@ class KindProvider(ResourceProvider):
         declarations on one instance with the same engine name collide.
         """
         raise NotImplementedError
+
+    @classmethod
+    def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
+              owner: str) -> tuple[str, str] | None:
+        """(field, why) when declaration `name` cannot exist beside `other`, of the same kind on the same
+        instance, for a reason beyond their engine names (NATS streams sharing a subject); else None."""
+        return None
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         """Return the live resource, or None when it does not exist."""
@@ -219,6 +236,8 @@ class KindProvider(ResourceProvider):
             require_same("create", f"{self.kind} {ident}", observed.params, spec.model_dump(mode="json"),
                          self.create_only, self.Spec)
         attributes = self.create_resource(instance, ident, spec, props)
+        with _held_lock:
+            _held_this_run[self._engine_object(instance, ident)] = ident
         return CreateResult(str(ident), {**props, **attributes})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -260,8 +279,13 @@ class KindProvider(ResourceProvider):
         if not props.get("purge"):
             return
         ident = Identity.from_props(props)
+        instance = self._instance(ident, "delete")
+        with _held_lock:
+            holder = _held_this_run.get(self._engine_object(instance, ident), ident)
+        if holder != ident and holder.owner == ident.owner:
+            return  # another declaration of the project holds it now
         try:
-            self.drop(self._instance(ident, "delete"), ident, props)
+            self.drop(instance, ident, props)
         except NotFound:
             pass
 
@@ -277,6 +301,9 @@ class KindProvider(ResourceProvider):
                 f"the workspace has no shared instance {ident.instance!r}",
                 "add it under devstack:workspace.shared in the stack config",
             ) from None
+
+    def _engine_object(self, instance: SharedInstance, ident: Identity) -> tuple[str, str, int, str, str]:
+        return (self.engine, instance.host, instance.port, self.kind, self.engine_name(ident.name, ident.owner))
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
         """What the engine has under this identity, if it exists and carries this project's marker."""

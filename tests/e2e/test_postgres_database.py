@@ -143,3 +143,36 @@ def test_invalid_workspace_stops_before_anything_registers(project_dir, offline_
     state = json.loads(stored_state(offline_env, "bad"))["checkpoint"]["latest"]
     assert [r["type"] for r in state.get("resources", [])] in ([], ["pulumi:pulumi:Stack"])
     assert not database_exists(admin, a.replace("-", "_"))
+
+
+def test_a_new_spelling_of_the_same_database_keeps_it(project_dir, offline_env, pulumi_command, admin, projects):
+    """`name: e2e_a_x` for what `e2e-a-x` made: another declaration (Pulumi creates it, then deletes
+    the old one) of the same database. With purge, the old one's delete must not drop what the
+    new one adopted: the database, its table and the ledger all stay."""
+    a, _ = projects
+    db_a = a.replace("-", "_")
+
+    def declare(**extra) -> str:
+        return write_project(project_dir, a, [{"uses": "pg", "kind": "database", "purge": True, **extra}])
+
+    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "e2e",
+        "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": PG_PORT,
+                          "adminUser": admin["postgres"].user, "adminSecret": "pgAdmin"}},
+        "projects": [declare()],
+    })))
+    stack.set_config("devstack:pgAdmin", auto.ConfigValue(admin["postgres"].password, secret=True))
+    out = stack.up().outputs[a].value["resources"][f"pg/database/{a}"]
+    with connect(out["user"], out["password"], db_a) as conn:
+        conn.execute("CREATE TABLE kept (id int)")
+
+    declare(name=db_a)
+    renamed = stack.up()
+    assert changes(renamed) == {"create": 1, "delete": 1}
+    new = renamed.outputs[a].value["resources"][f"pg/database/{db_a}"]
+    assert new["database"] == db_a
+    with connect(new["user"], new["password"], db_a) as conn:
+        assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+    assert changes(stack.refresh()) == {}
+    assert changes(stack.up()) == {}
