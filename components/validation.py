@@ -202,6 +202,8 @@ def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> Pro
     for i, decl in decls:
         _check_resource(i, decl, owner, decls, workspace, report)
     _check_shared_logins(decls, owner, workspace, report)
+    if not report.problems:  # clashes compare valid declarations only
+        _check_clashes(decls, owner, workspace, report)
     services = _services(data, decls, broken, owner, workspace, report)
     if report.problems or header is None:
         return None
@@ -290,6 +292,21 @@ def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: 
                            f"the {len(group)} {kind} declarations of project {owner!r} on instance {uses!r} all log in as "
                            f"the project's one role, so a generated password would replace the others' (use "
                            f"`credentials: predictable` on each, or declare a `user` for a login with its own password)")
+
+
+def _check_clashes(decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:
+    """Pairs of one kind on one instance that the engine cannot hold side by side (each kind's `clash`)."""
+    for n, (i, decl) in enumerate(decls):
+        engine = workspace.shared[decl.uses].engine
+        if engine not in registry.engines():
+            continue  # reported on the workspace
+        provider = registry.kinds(engine)[decl.kind]
+        for _, other in decls[:n]:
+            if (other.uses, other.kind) == (decl.uses, decl.kind):
+                clash = provider.clash(decl.name or owner, decl.params, other.name or owner, other.params, owner)
+                if clash is not None:
+                    report.add(("resources", i, *clash[0].split(".")), clash[1])
+                    break
 
 
 def _services(data: dict, decls, broken: list[Any], owner: str, workspace: WorkspaceConfig,

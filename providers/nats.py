@@ -94,7 +94,8 @@ def owner_subjects(owner: str) -> str:
 
 
 def default_subjects(name: str, owner: str) -> list[str]:
-    """`<owner>.>` for the default stream; `<owner>.<name>.>` for others, so two streams never overlap."""
+    """`<owner>.>` for the default stream; `<owner>.<name>.>` for others, so named streams never overlap
+    (the default one overlaps every other: validation asks for subjects of its own then, see Stream.clash)."""
     return [owner_subjects(owner)] if name == owner else [f"{owner}.{name}.>"]
 
 
@@ -123,6 +124,17 @@ def subject_within(subject: str, pattern: str) -> bool:
         if token != "*" and have[i] != token:
             return False
     return len(have) == len(want)
+
+
+def subjects_overlap(one: str, other: str) -> bool:
+    """True when some subject matches both filters (NATS refuses two streams that share one)."""
+    mine, theirs = one.split("."), other.split(".")
+    for a, b in zip(mine, theirs):
+        if ">" in (a, b):
+            return True
+        if a != b and "*" not in (a, b):
+            return False
+    return len(mine) == len(theirs)
 
 
 def subjects_failures(field: str, subjects: list[str], owner: str) -> list[CheckFailure]:
@@ -415,6 +427,18 @@ class Stream(NatsKind):
 
     def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
         return subjects_failures("params.subjects", params["subjects"], owner)
+
+    @classmethod
+    def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
+              owner: str) -> tuple[str, str] | None:
+        mine = cls.normalized_params(params, name, owner)["subjects"]
+        theirs = cls.normalized_params(other_params, other, owner)["subjects"]
+        for subject, taken in ((s, t) for s in mine for t in theirs if subjects_overlap(s, t)):
+            return ("params.subjects",
+                    f"{subject!r} overlaps {taken!r} of stream {other!r}, and NATS refuses two streams on one "
+                    f"subject (give each stream its own subjects; the project's default stream takes all of "
+                    f"{owner_subjects(owner)!r} unless its params.subjects say otherwise)")
+        return None
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name = self.engine_name(ident.name, ident.owner)

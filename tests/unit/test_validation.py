@@ -232,6 +232,27 @@ def test_a_user_without_a_database_param_needs_the_projects_database(tmp_path):
     assert problems(tmp_path / "ok", db() + user) == []
 
 
+def test_nats_streams_on_a_shared_subject_are_a_problem_before_anything_is_made(tmp_path):
+    """The default stream takes every `<owner>.>` subject, so a second stream needs its own subjects
+    there as well; NATS would refuse the second in the middle of an up."""
+    workspace = {"name": "test", "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": 24222,
+                                                       "adminUser": "admin", "adminSecret": "natsAdmin"}}}
+    default = "  - uses: events\n    kind: stream\n"
+    audit = "  - uses: events  # <-\n    kind: stream\n    name: audit\n"
+    text = HEADER + "resources:\n" + default + audit
+    (problem,) = problems(tmp_path, text, workspace=workspace)
+    assert problem.path == "resources[1].params.subjects" and problem.line == marked_line(text)
+    assert "'shop.audit.>' overlaps 'shop.>' of stream 'shop'" in problem.message
+    assert "unless its params.subjects say otherwise" in problem.message
+    # Apart (the default stream on its own subjects), or wildcards that cannot meet: valid.
+    apart = HEADER + "resources:\n" + default + "    params: {subjects: [shop.orders.>]}\n" + audit
+    tokens = (HEADER + "resources:\n" + default + "    params: {subjects: [shop.a.*]}\n" + audit
+              + "    params: {subjects: [shop.a.b.c, shop.b.>]}\n")
+    for i, valid in enumerate((apart, tokens)):
+        (tmp_path / f"ok{i}").mkdir()
+        assert problems(tmp_path / f"ok{i}", valid, workspace=workspace) == [], valid
+
+
 def test_an_env_var_set_twice_is_a_problem_not_a_silent_overwrite(tmp_path):
     env = ("services:\n  api:\n    env:\n      PGUSER: literal\n      import:\n        - from: pg/database\n"
            "          vars: {URL: dsn}\n        - from: pg/database\n          vars:\n"
