@@ -401,7 +401,8 @@ def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, A
             raise Unsupported(
                 verb, what,
                 f"it exists with params.{param} {value} and params.{param} cannot change in place",
-                f"declare {param}: {value}, or delete it with purge and create it again",
+                f"declare {param}: {value}; to make it anew with another value (its data is dropped), first "
+                f"set `purge: true` keeping {param}: {value} and run `pulumi up`, then change {param}",
             )
 
 

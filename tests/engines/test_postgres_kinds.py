@@ -179,8 +179,11 @@ def test_database_adopted_only_with_the_encoding_it_has(database, owner, admin_c
         sql.Identifier(owner), sql.Identifier(owner)))
     admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
         sql.Identifier(owner), sql.Literal(json.dumps({"managed-by": "devstack", "owner": owner}))))
-    with pytest.raises(Unsupported, match='exists with params.encoding "SQL_ASCII".*declare encoding: "SQL_ASCII"'):
+    with pytest.raises(Unsupported, match='exists with params.encoding "SQL_ASCII".*declare encoding: "SQL_ASCII"') as refused:
         database.create(inputs)
+    # The way to the new value takes two ups: purge set on the old one first (its delete honours that).
+    assert 'first set `purge: true` keeping encoding: "SQL_ASCII" and run `pulumi up`, then change encoding' \
+        in str(refused.value)
     assert database.read("id", outs).outs["params"]["encoding"] == "SQL_ASCII"
 
 
