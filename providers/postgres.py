@@ -341,7 +341,8 @@ class Database(KindProvider):
             self._check_database_owner(conn, ident, database)
             _check_extensions(conn, ident, spec.extensions)
             self._ensure_role(conn, ident, role, password, marker)
-            if not _database_exists(conn, database):
+            adopted = _database_exists(conn, database)
+            if not adopted:
                 conn.execute(
                     sql.SQL(
                         "CREATE DATABASE {} OWNER {} ENCODING {} LOCALE {} TEMPLATE template0"
@@ -353,6 +354,9 @@ class Database(KindProvider):
                     )
                 )
             self._converge(conn, database, role, spec, marker)
+            if adopted:  # what an earlier declaration had installed and this one no longer lists goes, as on update
+                unlisted = set(_managed_extensions(instance, database)) - set(spec.extensions)
+                _drop_extensions(instance, ident, database, sorted(unlisted), "create")
             _create_extensions(instance, database, spec.extensions)
         return self._attributes(instance, database, role, password)
 
@@ -503,7 +507,8 @@ def _create_extensions(instance: SharedInstance, database: str, wanted: list[str
             conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-def _drop_extensions(instance: SharedInstance, ident: Identity, database: str, names: list[str]) -> None:
+def _drop_extensions(instance: SharedInstance, ident: Identity, database: str, names: list[str],
+                     verb: str = "update") -> None:
     """Drop in one statement (so dependencies among them are fine), never CASCADE into tenant objects."""
     if not names:
         return
@@ -512,7 +517,7 @@ def _drop_extensions(instance: SharedInstance, ident: Identity, database: str, n
             conn.execute(sql.SQL("DROP EXTENSION IF EXISTS {}").format(sql.SQL(", ").join(map(sql.Identifier, names))))
         except psycopg.errors.DependentObjectsStillExist as err:
             raise Unsupported(
-                "update", f"database {ident}",
+                verb, f"database {ident}",
                 f"extension(s) {', '.join(names)} still in use: {err.diag.message_detail or err}",
                 "drop the objects that use them first, or keep the extensions listed",
             ) from err

@@ -106,6 +106,18 @@ def test_database_extensions_create_adopt_update_and_drift(database, owner, admi
     assert database.diff("id", refreshed, changed).changes  # the next up re-creates it
 
 
+def test_database_adopted_without_an_extension_drops_the_one_devstack_installed(database, owner, admin):
+    """A retained database declared again with fewer extensions: the ledger says what the engine has."""
+    outs = database.create(database.check({}, props("postgres", "pg", "database", owner, owner,
+                                                    {"extensions": ["citext", "pgcrypto"]})).inputs).outs
+    with connect(outs) as conn:  # the tenant's own extension is not devstack's to drop
+        conn.execute("CREATE EXTENSION pg_trgm")
+    again = database.check({}, props("postgres", "pg", "database", owner, owner, {"extensions": ["pgcrypto"]})).inputs
+    adopted = database.create(again).outs
+    assert extensions(admin, owner) == ["pg_trgm", "pgcrypto"]
+    assert database.read("id", adopted).outs["params"] == adopted["params"]
+
+
 def test_database_tenant_installed_extension_is_not_managed(database, owner, admin):
     outs = database.create(props("postgres", "pg", "database", owner, owner)).outs
     with connect(outs) as conn:  # pg_trgm is trusted: the owner may install it itself
