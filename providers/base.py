@@ -167,6 +167,12 @@ class KindProvider(ResourceProvider):
         """Output attributes (refreshed by read) that differ from what the inputs imply."""
         return []
 
+    def holds(self, param: str, value: Any, live: dict[str, Any]) -> bool:
+        """Whether a resource whose outputs are `live` already is what create-only `param` = `value` asks
+        for, so that it stays (an update at most) instead of being made anew. Pure."""
+        params = live.get("params") or {}
+        return param not in params or params[param] == value
+
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool | None:
         """Whether `user` still logs in with the stored `password` (a reset outside Pulumi breaks it);
         None where the kind has no such login to try."""
@@ -212,8 +218,9 @@ class KindProvider(ResourceProvider):
         changed_params = sorted(
             key for key in set(old_params) | set(new_params) if old_params.get(key) != new_params.get(key)
         )
-        replaces += [f"params.{key}" for key in changed_params if key in self.create_only]
-        changes = [f"params.{key}" for key in changed_params if key not in self.create_only]
+        replaces += [f"params.{key}" for key in changed_params
+                     if key in self.create_only and not self.holds(key, new_params.get(key), olds)]
+        changes = [f"params.{key}" for key in changed_params if f"params.{key}" not in replaces]
         changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]
         changes += self.drift(olds) + (["passwordInSync"] if olds.get("passwordInSync") is False else [])
         return DiffResult(
@@ -233,8 +240,9 @@ class KindProvider(ResourceProvider):
             raise self._conflict("create", ident, observed)
         if observed is not None:
             # Ours already (a killed run's, or retained by a replace): adopted as it is where it cannot change.
-            require_same("create", f"{self.kind} {ident}", observed.params, spec.model_dump(mode="json"),
-                         self.create_only, self.Spec)
+            wanted, live = spec.model_dump(mode="json"), {**observed.attributes, "params": observed.params}
+            fixed = frozenset(key for key in self.create_only if not self.holds(key, wanted.get(key), live))
+            require_same("create", f"{self.kind} {ident}", observed.params, wanted, fixed, self.Spec)
         attributes = self.create_resource(instance, ident, spec, props)
         with _held_lock:
             _held_this_run[self._engine_object(instance, ident)] = ident

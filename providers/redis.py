@@ -220,6 +220,13 @@ class RedisIndex(KindProvider):
     def engine_name(cls, name: str, owner: str) -> str:
         return engine_name(name, owner)
 
+    def holds(self, param: str, value: Any, live: dict[str, Any]) -> bool:
+        # Unpinned, it keeps whatever index it holds; pinned to that very index, too (ALLOCATE
+        # then only records the pin): neither may replace it, which with purge empties the index.
+        if param == "index" and (value is None or value == live.get("db")):
+            return True
+        return super().holds(param, value, live)
+
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         with admin_client(instance) as client:
             text = client.hget(ALLOCATIONS_KEY, self.engine_name(ident.name, ident.owner))

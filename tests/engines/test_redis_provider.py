@@ -131,6 +131,28 @@ def test_index_update_in_place_and_replace_on_pinned_index(index, owner, admin_r
         index.create(pinned)
 
 
+def test_index_pinned_to_the_one_it_holds_or_unpinned_stays(index, owner, admin_redis):
+    """Pinning the index it holds, unpinning it, or declaring it again unpinned after it was retained
+    pinned: the same index, updated in place, never replaced (with purge, that empties it)."""
+    inputs = index.check({}, props("redis", "cache", "redis_index", owner, owner)).inputs
+    outs = index.create(inputs).outs
+    in_db(admin_redis, outs["db"]).set(f"{owner}:kept", "1")
+    pinned = {**inputs, "params": {"index": outs["db"]}}
+    diff = index.diff("id", outs, pinned)
+    assert diff.changes and diff.replaces == []
+    outs = index.update("id", outs, pinned).outs
+    assert allocation(admin_redis, owner)["pinned"] is True and outs["params"] == {"index": outs["db"]}
+    diff = index.diff("id", outs, inputs)
+    assert diff.changes and diff.replaces == []
+    unpinned = index.update("id", outs, inputs).outs
+    assert unpinned["db"] == outs["db"] and allocation(admin_redis, owner)["pinned"] is False
+    index.update("id", unpinned, pinned)  # pinned and retained, then declared again without the pin
+    assert index.create(inputs).outs["db"] == outs["db"]
+    assert in_db(admin_redis, outs["db"]).get(f"{owner}:kept") == "1"
+    # Another index is still a replacement.
+    assert index.diff("id", outs, {**inputs, "params": {"index": outs["db"] + 1}}).replaces == ["params.index"]
+
+
 def test_index_pinned_and_the_index_of_someone_else(index, owner, admin_redis):
     wanted = free_index(admin_redis)
     outs = index.create(props("redis", "cache", "redis_index", owner, owner, {"index": wanted})).outs
