@@ -422,6 +422,16 @@ class AclUser(KindProvider):
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["aclInSync"] if olds.get("aclInSync") is False else []
 
+    def login_works(self, instance: SharedInstance, user: str, password: str) -> bool | None:
+        # The server lists each password's SHA-256: compared without a login (a failed AUTH is logged).
+        # The fingerprint cannot tell: an update killed after ACL SETUSER rewrote it with the new password.
+        with admin_client(instance) as client:
+            live = client.execute_command("ACL", "GETUSER", user)
+        if live is None:
+            return None
+        hashes = dict(zip(live[::2], live[1::2])).get("passwords") or []
+        return hashlib.sha256(password.encode()).hexdigest() in hashes
+
     def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
         return login_password(ident, self.engine_name(ident.name, ident.owner), new, old)
 

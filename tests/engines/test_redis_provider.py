@@ -279,6 +279,24 @@ def test_user_create_adopt_and_persisted(acl_user, owner, admin_redis):
     assert named["user"] == f"{owner}-worker" and named["keyPrefix"] == f"{owner}:"
 
 
+def test_user_password_the_ledger_lost_is_drift_and_set_again(acl_user, owner):
+    """An up killed after ACL SETUSER: the engine has the new password (and a fingerprint that
+    matches it), the ledger the old one. Refresh must notice, and the next up set the ledger's."""
+    inputs = acl_user.check({}, props("redis", "cache", "acl_user", owner, owner, credentials="generated")).inputs
+    outs = acl_user.create(inputs).outs
+    assert acl_user.read("id", outs).outs["passwordInSync"] is True
+    acl_user.update("id", outs, {**inputs, "params": {**inputs["params"], "rotation": 2}})  # its outputs lost
+    refreshed = acl_user.read("id", outs).outs
+    assert refreshed["passwordInSync"] is False and refreshed["aclInSync"] is True
+    diff = acl_user.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    repaired = acl_user.update("id", refreshed, inputs).outs
+    assert repaired["password"] == outs["password"]
+    with tenant(outs) as client:
+        assert client.ping()
+    assert acl_user.read("id", repaired).outs["passwordInSync"] is True
+
+
 def test_user_update_in_place_never_disables(acl_user, owner, admin_redis):
     inputs = acl_user.check({}, props("redis", "cache", "acl_user", owner, owner)).inputs
     outs = acl_user.create(inputs).outs
