@@ -96,7 +96,17 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             "start it with `python -m tools.engines start postgres`",
         ) from err
     with conn:
-        yield conn
+        try:
+            yield conn
+        except psycopg.OperationalError as err:
+            if not conn.broken:
+                raise
+            raise EngineUnavailable(
+                "keep talking to",
+                f"postgres instance {instance.name!r} at {instance.address}",
+                f"the connection was lost: {str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}",
+                "check that it runs (`python -m tools.engines start postgres`), then run `pulumi up` again",
+            ) from err
 
 
 def password_works(instance: SharedInstance, user: str, password: str) -> bool:
@@ -311,7 +321,7 @@ class Database(KindProvider):
         with admin_connection(instance) as conn, ddl_lock(conn, shared=True):
             row = conn.execute(
                 """
-                SELECT r.rolname, shobj_description(d.oid, 'pg_database'),
+                SELECT r.rolname, shobj_description(d.oid, 'pg_database'), shobj_description(r.oid, 'pg_authid'),
                        pg_encoding_to_char(d.encoding), d.datcollate, d.datconnlimit,
                        -- No ACL at all means the defaults, which let PUBLIC connect.
                        NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
@@ -323,11 +333,12 @@ class Database(KindProvider):
             ).fetchone()
             if row is None:
                 return None
-            owner_role, marker, encoding, collate, connection_limit, isolated = row
+            owner_role, marker, role_marker, encoding, collate, connection_limit, isolated = row
+            owner = database_owner(marker, owner_role, role_marker)
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
-            if marker_owner(marker) is not None:  # never open sessions in a database we do not manage
+            if owner is not None:  # never open sessions in a database we do not manage
                 params["extensions"] = _managed_extensions(instance, database)
-        return Observed(owner=marker_owner(marker), params=params, attributes={"user": owner_role, "isolated": isolated})
+        return Observed(owner=owner, params=params, attributes={"user": owner_role, "isolated": isolated})
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -382,6 +393,9 @@ class Database(KindProvider):
         database, role = identifier(ident.name), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
             if not _database_exists(conn, database):
+                # A drop cut short after DROP DATABASE: its LOGIN role (with a password) must go too.
+                if _project_role_is_ours(conn, ident) and not _owns_a_database(conn, role):
+                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
                 raise NotFound("drop", f"database {ident}", "it does not exist")
             # Re-created by someone else since the last refresh: never drop theirs.
             self._check_database_owner(conn, ident, database, "drop")
@@ -394,10 +408,7 @@ class Database(KindProvider):
             force = sql.SQL(" WITH (FORCE)") if FEATURES["drop_database_force"](_major(conn)) else sql.SQL("")
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
             # The role may own other databases of the same project; keep it then.
-            owns_more = conn.execute(
-                "SELECT 1 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE r.rolname = %s", (role,)
-            ).fetchone()
-            if not owns_more:
+            if not _owns_a_database(conn, role):
                 conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
@@ -414,37 +425,57 @@ class Database(KindProvider):
     def _check_database_owner(self, conn: psycopg.Connection, ident: Identity, database: str, verb: str = "create") -> None:
         """Conflict when `database` exists with another project's marker (or none); under the DDL lock."""
         row = conn.execute(
-            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (database,)
+            "SELECT shobj_description(d.oid, 'pg_database'), r.rolname, shobj_description(r.oid, 'pg_authid') "
+            "FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE d.datname = %s", (database,)
         ).fetchone()
-        if row is not None and marker_owner(row[0]) != ident.owner:
-            raise self._conflict(verb, ident, Observed(owner=marker_owner(row[0])))
+        if row is not None and database_owner(*row) != ident.owner:
+            raise self._conflict(verb, ident, Observed(owner=database_owner(*row)))
 
     def _ensure_role(self, conn: psycopg.Connection, ident: Identity, role: str, password: str, marker: str) -> None:
         row = role_row(conn, role)
-        if row is None:
-            conn.execute(
-                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                    sql.Identifier(role), _password_literal(conn, role, password)
-                )
-            )
-        elif row.owner != ident.owner or row.marker_kind != PROJECT_ROLE:
+        if row is not None and (row.owner != ident.owner or row.marker_kind != PROJECT_ROLE):
             raise self._conflict("create", ident, Observed(owner=row.owner))
-        else:
-            _set_password(conn, role, password)  # also turns a placeholder made by `user` into a LOGIN role
-        _comment_role(conn, role, marker)
+        with conn.transaction():  # never a role without its marker, whatever cuts the call short
+            if row is None:
+                conn.execute(
+                    sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                        sql.Identifier(role), _password_literal(conn, role, password)
+                    )
+                )
+            else:
+                _set_password(conn, role, password)  # also turns a placeholder made by `user` into a LOGIN role
+            _comment_role(conn, role, marker)
 
     def _converge(self, conn: psycopg.Connection, database: str, role: str, spec: DatabaseSpec, marker: str) -> None:
         """Bring owner, connection limit, grants and marker in line; each step is idempotent."""
         db = sql.Identifier(database)
-        conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(role)))
-        conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT {}").format(db, sql.Literal(spec.connection_limit)))
-        conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
-        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(db, sql.Literal(marker)))
+        with conn.transaction():
+            conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(role)))
+            conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT {}").format(db, sql.Literal(spec.connection_limit)))
+            conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(db, sql.Literal(marker)))
 
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "user": role, "database": database, "password": password,
                 "isolated": True, "passwordInSync": True}
+
+
+def database_owner(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:
+    """The project a database belongs to: its marker's. With no comment at all, the project whose
+    role owns it: CREATE DATABASE cannot share a transaction with its COMMENT, and a create cut
+    between the two leaves the database bare (a project role is only ever made with its marker)."""
+    if marker is not None:
+        return marker_owner(marker)
+    role = RoleRow(owner_role, True, True, -1, role_marker, ())
+    owner = role.owner
+    return owner if owner and role.marker_kind == PROJECT_ROLE and owner_role == tenant_role(owner) else None
+
+
+def _owns_a_database(conn: psycopg.Connection, role: str) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE r.rolname = %s", (role,)
+    ).fetchone() is not None
 
 
 def _database_exists(conn: psycopg.Connection, database: str) -> bool:
@@ -634,11 +665,13 @@ class Role(_ProjectRoleKind):
         """Create the group role when missing, then converge its settings and marker (idempotent)."""
         name = self.engine_name(ident.name, ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
-            if self._claim(conn, ident, name) is None:
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
-            inherit = sql.SQL("INHERIT" if spec.inherit else "NOINHERIT")
-            conn.execute(sql.SQL("ALTER ROLE {} WITH NOLOGIN {}").format(sql.Identifier(name), inherit))
-            _comment_role(conn, name, kind_marker(ident, stack))
+            claimed = self._claim(conn, ident, name)
+            with conn.transaction():  # never a role without its marker
+                if claimed is None:
+                    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
+                inherit = sql.SQL("INHERIT" if spec.inherit else "NOINHERIT")
+                conn.execute(sql.SQL("ALTER ROLE {} WITH NOLOGIN {}").format(sql.Identifier(name), inherit))
+                _comment_role(conn, name, kind_marker(ident, stack))
         return {"host": instance.host, "port": instance.port, "role": name, "login": False}
 
 
@@ -720,20 +753,23 @@ class User(_ProjectRoleKind):
             project_row = self._check_project_role(conn, ident, project)
             if spec.role:
                 self._check_group(conn, ident, spec.role, namespaced_role(spec.role, ident.owner))
-            if project_row is None:
-                # The `database` that owns this role may not exist yet (Pulumi creates in parallel):
-                # a NOLOGIN placeholder it adopts later, under the same marker.
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(project)))
-                _comment_role(conn, project, ownership_marker(ident, stack))
-            if row is None:
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
-            conn.execute(
-                sql.SQL("ALTER ROLE {} WITH LOGIN INHERIT CONNECTION LIMIT {} PASSWORD {}").format(
-                    sql.Identifier(name), sql.Literal(spec.connection_limit), _password_literal(conn, name, password)
+            # One transaction: a role never exists without its marker, nor a login with the project's grants
+            # but none of devstack's (a call cut short used to leave one that every later up refused).
+            with conn.transaction():
+                if project_row is None:
+                    # The `database` that owns this role may not exist yet (Pulumi creates in parallel):
+                    # a NOLOGIN placeholder it adopts later, under the same marker.
+                    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(project)))
+                    _comment_role(conn, project, ownership_marker(ident, stack))
+                if row is None:
+                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+                conn.execute(
+                    sql.SQL("ALTER ROLE {} WITH LOGIN INHERIT CONNECTION LIMIT {} PASSWORD {}").format(
+                        sql.Identifier(name), sql.Literal(spec.connection_limit), _password_literal(conn, name, password)
+                    )
                 )
-            )
-            _set_memberships(conn, role_row(conn, name), groups)
-            _comment_role(conn, name, kind_marker(ident, stack))
+                _set_memberships(conn, role_row(conn, name), groups)
+                _comment_role(conn, name, kind_marker(ident, stack))
         return {
             "host": instance.host, "port": instance.port, "user": name, "password": password,
             "database": database, "login": True, "member_of": groups, "passwordInSync": True,

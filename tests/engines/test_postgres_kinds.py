@@ -503,3 +503,66 @@ def test_two_stacks_in_parallel_never_collide(configure, owner, admin_conn, clea
             facts = role_facts(admin_conn, f"{round_owner}_u{thread}")
             assert facts["member_of"] == sorted([round_owner, f"{round_owner}_readers"])
     print(f"5 rounds x 4 threads: {time.monotonic() - started:.2f}s")
+
+
+# --- calls cut short ------------------------------------------------------------
+
+
+def test_a_create_cut_between_create_database_and_its_marker_is_adopted(database, owner, admin_conn):
+    """CREATE DATABASE runs outside any transaction: a cut before COMMENT leaves it bare, owned by the
+    project's (marked) role. The next create finishes it instead of calling it foreign forever."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS NULL").format(sql.Identifier(owner)))
+    admin_conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO PUBLIC").format(sql.Identifier(owner)))
+    assert database.read("id", outs).id != ""  # the ledger keeps it
+    adopted = database.create(inputs).outs
+    assert adopted["isolated"] is True and database.read("id", adopted).outs["isolated"] is True
+    marker = admin_conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                                (owner,)).fetchone()[0]
+    assert json.loads(marker)["owner"] == owner
+    # A bare database owned by anything else is still foreign.
+    admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS NULL").format(sql.Identifier(owner)))
+    admin_conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO CURRENT_USER").format(sql.Identifier(owner)))
+    with pytest.raises(Conflict, match="something devstack does not manage"):
+        database.create(inputs)
+
+
+@pytest.mark.parametrize("kind", ["database", "user"])
+def test_a_connection_lost_mid_create_leaves_no_unmarked_role(kind, configure, cleanup, admin, owner, admin_conn,
+                                                             local_workspace, monkeypatch):
+    """The engine goes away between creating a role and marking it: EngineUnavailable (not a traceback),
+    and no role without its marker, which every later up would refuse as foreign."""
+    from providers import postgres
+    from providers.errors import EngineUnavailable
+    from tests.conftest import configured
+    from tests.faults.proxy import Proxy
+
+    proxy = Proxy(PG["port"]).start()
+    workspace = {**local_workspace, "shared": {**local_workspace["shared"]}}
+    workspace["shared"]["pg"] = {**workspace["shared"]["pg"], "port": proxy.port}
+    provider = configured({"database": Database, "user": User}[kind](), workspace,
+                          {engine: credential.password for engine, credential in admin.items()})
+    comment_role = postgres._comment_role
+
+    def cut_then_comment(conn, role, marker):
+        proxy.stop()
+        comment_role(conn, role, marker)
+
+    monkeypatch.setattr(postgres, "_comment_role", cut_then_comment)
+    name = owner if kind == "database" else "app"
+    try:
+        with pytest.raises(EngineUnavailable, match="the connection was lost"):
+            provider.create(provider.check({}, props("postgres", "pg", kind, name, owner)).inputs)
+    finally:
+        proxy.stop()
+    roles = admin_conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s", (f"{owner}%",)).fetchall()
+    assert roles == []
+
+
+def test_a_drop_cut_after_drop_database_drops_the_role_when_run_again(database, owner, admin_conn):
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, credentials="generated")).inputs
+    database.create(inputs)
+    admin_conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(owner)))  # the first drop, cut there
+    database.delete("id", {**inputs, "purge": True})
+    assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
