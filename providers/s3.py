@@ -375,6 +375,20 @@ class Bucket(GuardedKind):
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["bucketPolicy"] if olds.get("bucketPolicy") else []
 
+    def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
+        conflict = super()._conflict(verb, ident, observed)
+        if verb != "create" or observed.owner is not None or observed.params.get("tags"):
+            return conflict
+        # S3 makes a bucket and tags it in two calls: one cut between them leaves an empty, untagged
+        # bucket, which devstack must not take for its own (a bucket made by hand looks the same).
+        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(self._instances[ident.instance], "s3")
+        if s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount"):
+            return conflict
+        return Conflict(verb, conflict.what, conflict.cause,
+                        f"it is empty and untagged, as a create cut short leaves it: if so, remove it "
+                        f"(`aws s3 rb s3://{bucket}` or `mc rb`) and run `pulumi up` again; otherwise choose another "
+                        f"`name` for this resource; nothing was changed")
+
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:

@@ -489,3 +489,23 @@ def test_a_key_is_refused_while_a_foreign_bucket_sits_within_its_reach(owner, ke
             keys()
     finally:
         oob.cleanup(f"{owner}-raw")
+
+
+def test_an_empty_untagged_bucket_is_foreign_but_the_message_shows_the_way_out(configure, owner, oob):
+    """A create cut between CreateBucket and the tagging leaves exactly this; a bucket made by hand
+    looks the same, so it is not taken for ours, but the error says how to get past it."""
+    provider = configure(MinioBucket())
+    inputs = provider.check({}, props("minio", "objects", "bucket", "data", owner)).inputs
+    name = f"{owner}-data"
+    oob.foreign(name)
+    try:
+        with pytest.raises(Conflict, match="empty and untagged, as a create cut short leaves it") as refused:
+            provider.create(inputs)
+        assert f"s3://{name}" in str(refused.value)
+        oob.s3.put_object(Bucket=name, Key="k", Body=b"v")
+        with pytest.raises(Conflict) as refused:
+            provider.create(inputs)
+        assert "cut short" not in str(refused.value) and "choose another `name`" in str(refused.value)
+        assert oob.tags(name) == {}  # nothing was changed
+    finally:
+        oob.cleanup(name)
