@@ -22,7 +22,7 @@ from pulumi.dynamic import ReadResult
 from providers import s3
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, one_per_key, ownership_marker
 from providers.credentials import password_for
-from providers.errors import Conflict, InvalidSpec
+from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
@@ -303,6 +303,18 @@ class AccessKey(s3.GuardedKind):
         secret = _secret(ident, key, spec, new.get("credentials", "predictable"), old.get("secretKey") if unchanged else None)
         self._converge(admin_client(instance), ident, key, secret, new.get("stack"))
         return self._attributes(instance, key, secret)
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        try:
+            super().drop(instance, ident, props)
+        except NotFound:
+            # A drop cut after the user went, run again: its policy goes too, or it would keep every
+            # `<owner>-*` bucket of another project out of reach of creation, with nothing to remove it.
+            admin, policy = admin_client(instance), policy_name(access_key_name(ident.name, ident.owner))
+            document = _policy_document(admin, policy)
+            if document is not None and marker_owner(document.get("ID")) == ident.owner:
+                _ignore_missing(lambda: admin.policy_remove(policy), "XMinioAdminNoSuchPolicy")
+            raise
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
         key = access_key_name(ident.name, ident.owner)

@@ -414,7 +414,9 @@ class AclUser(KindProvider):
                 raise self._conflict("drop", ident, Observed(owner=entry and entry["owner"]))
             if exists:
                 client.acl_deluser(name)  # also closes the user's connections
-                _save_acl(client)
+            # Saved even when it is gone already: a drop cut before the save left it in the ACL
+            # file, to come back, unmarked, at the next restart.
+            _save_acl(client)
             client.register_script(UNCLAIM)(keys=[ACL_OWNERS_KEY], args=[name, ident.owner])
         if not exists:
             raise NotFound("drop", f"{self.kind} {ident}", "the ACL user does not exist")

@@ -424,6 +424,20 @@ def test_access_key_retained_then_purged_delete(owner, buckets, keys, minio_admi
     provider.delete("id", {**outs, "purge": True})  # already gone is fine
 
 
+def test_access_key_purge_cut_after_the_user_went_removes_the_policy_when_run_again(owner, keys, configure,
+                                                                                     minio_admin):
+    """The policy outlived a cut drop: the re-run removes it, so `<owner>-*` buckets of another project
+    can be made again (a policy of this project keeps them out of its reach)."""
+    provider, outs = keys()
+    minio_admin.user_remove(outs["accessKey"])  # the first drop, cut before policy_remove
+    provider.delete("id", {**outs, "purge": True})
+    with pytest.raises(MinioAdminException):
+        minio_admin.policy_info(f"devstack-{owner}")
+    other = configure(MinioBucket())
+    made = other.create(other.check({}, props("minio", "objects", "bucket", f"{owner}-x", f"{owner}-x")).inputs).outs
+    other.delete("id", {**made, "purge": True})
+
+
 def test_access_key_of_another_project_is_a_conflict_and_untouched(owner, buckets, keys, configure):
     buckets("k")
     _, outs = keys(name="k")

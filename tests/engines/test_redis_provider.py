@@ -279,6 +279,15 @@ def test_user_create_adopt_and_persisted(acl_user, owner, admin_redis):
     assert named["user"] == f"{owner}-worker" and named["keyPrefix"] == f"{owner}:"
 
 
+def test_user_purge_cut_before_acl_save_saves_when_run_again(acl_user, owner, admin_redis):
+    """Otherwise the ACL file keeps the user, and a restart brings it back without its marker."""
+    outs = acl_user.create(acl_user.check({}, props("redis", "cache", "acl_user", owner, owner)).inputs).outs
+    assert f"user {owner} on" in ACL_FILE.read_text()
+    admin_redis.acl_deluser(owner)  # the first drop, cut before ACL SAVE
+    acl_user.delete("id", {**outs, "purge": True})
+    assert f"user {owner} " not in ACL_FILE.read_text()
+
+
 def test_user_password_the_ledger_lost_is_drift_and_set_again(acl_user, owner):
     """An up killed after ACL SETUSER: the engine has the new password (and a fingerprint that
     matches it), the ledger the old one. Refresh must notice, and the next up set the ledger's."""
