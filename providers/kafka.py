@@ -391,6 +391,13 @@ class KafkaKind(KindProvider):
             raise Conflict("drop", what, f"the ownership registry gives it to {f'project {holder!r}' if holder else 'nobody'}",
                            "nothing was dropped; remove it from the state with `pulumi state delete` if it is no longer ours")
 
+    def gone(self, instance: SharedInstance, admin: AdminClient, ident: Identity, what: str, cause: str) -> NotFound:
+        """NotFound for a drop of what no longer exists, after tombstoning our marker: a drop cut short
+        before its tombstone, run again, leaves no marker for a resource nobody has."""
+        if self.marked_owner(instance, admin, ident) == ident.owner:
+            write_marker(instance, self.marker_key(ident), None)
+        return NotFound("drop", what, cause)
+
     def mark(self, instance: SharedInstance, admin: AdminClient, ident: Identity, stack: str) -> None:
         """Write our marker unless the registry already holds exactly it."""
         marker = ownership_marker(ident, stack)
@@ -520,7 +527,7 @@ class Topic(KafkaKind):
         name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
         admin = admin_client(instance)
         if describe_topic(admin, name, what) is None:
-            raise NotFound("drop", what, "it does not exist")
+            raise self.gone(instance, admin, ident, what, "it does not exist")
         self.require_ours(instance, admin, ident, what)
         result(admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT)[name], "drop", what)
         # Deletion is asynchronous: return once the name is gone, so read and re-create agree.
@@ -735,7 +742,7 @@ class Acl(KafkaKind):
         bindings = live_bindings(admin, principal, what)
         exists = has_credential(admin, principal, what)
         if not (exists or bindings):
-            raise NotFound("drop", what, "neither its credential nor its ACLs exist")
+            raise self.gone(instance, admin, ident, what, "neither its credential nor its ACLs exist")
         self.require_ours(instance, admin, ident, what)
         self._revoke(admin, bindings, what)
         if exists:

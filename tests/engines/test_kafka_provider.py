@@ -251,6 +251,18 @@ def test_topic_retained_delete_keeps_data_purge_drops_and_recreate_waits(topic, 
     assert describe(kadmin, f"{owner}.orders") is not None
 
 
+def test_topic_purge_cut_before_its_tombstone_tombstones_when_run_again(topic, owner, kadmin):
+    """Otherwise the registry keeps a marker for a topic nobody has, which nothing ever removes."""
+    outs = topic.create(topic_inputs(topic, owner)).outs
+    kadmin.delete_topics([f"{owner}.orders"])[f"{owner}.orders"].result(timeout=TIMEOUT)  # the drop, cut there
+    deadline = time.monotonic() + 30
+    while describe(kadmin, f"{owner}.orders") is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker_of(topic, kadmin, f"topic:{owner}.orders") is not None
+    topic.delete("id", {**outs, "purge": True})
+    assert marker_of(topic, kadmin, f"topic:{owner}.orders") is None
+
+
 def test_foreign_topic_is_a_conflict_and_untouched(topic, owner, kadmin):
     kadmin.create_topics([NewTopic(f"{owner}.orders", 1, 1)])[f"{owner}.orders"].result(timeout=TIMEOUT)
     with pytest.raises(Conflict, match="devstack does not manage"):
