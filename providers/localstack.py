@@ -144,6 +144,14 @@ class _AwsKind(s3.GuardedKind):
         """Bring the live resource in line with `spec`; return its attributes."""
         raise NotImplementedError
 
+    def made_meanwhile(self, instance: SharedInstance, ident: Identity, err: Exception) -> None:
+        """After a create refused because the name exists now: ours (the SDK retried a call whose
+        first reply was lost, or another run of this project made it) goes on to converge; anything
+        else is a Conflict."""
+        observed = self.observe(instance, ident) or Observed(owner=None)
+        if observed.owner != ident.owner:
+            raise self._conflict("create", ident, observed) from err
+
     def claimed(self, ident: Identity, tags: dict[str, str]) -> None:
         """After a create call that succeeds on an existing name: it must carry our marker."""
         if s3.tags_owner(tags) != ident.owner:
@@ -370,9 +378,9 @@ class Stream(_AwsKind):
             kinesis.create_stream(StreamName=name, ShardCount=spec.shard_count,
                                   StreamModeDetails={"StreamMode": "PROVISIONED"}, Tags=s3.marker_tags(ident, stack))
         except s3.boto_errors.ClientError as err:
-            if missing(err, "ResourceInUseException"):  # created by someone else since we looked
-                raise self._conflict("create", ident, self.observe(instance, ident) or Observed(owner=None)) from err
-            raise
+            if not missing(err, "ResourceInUseException"):
+                raise
+            self.made_meanwhile(instance, ident, err)
         self._wait_active(instance, kinesis, name)
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str | None) -> dict[str, Any]:
@@ -506,9 +514,9 @@ class Table(_AwsKind):
         try:
             ddb.create_table(**args)
         except s3.boto_errors.ClientError as err:
-            if missing(err, "ResourceInUseException"):  # created by someone else since we looked
-                raise self._conflict("create", ident, self.observe(instance, ident) or Observed(owner=None)) from err
-            raise
+            if not missing(err, "ResourceInUseException"):
+                raise
+            self.made_meanwhile(instance, ident, err)
         self._wait_active(instance, ddb, name)
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: TableSpec, stack: str | None) -> dict[str, Any]:

@@ -511,6 +511,27 @@ def test_create_that_finds_ours_from_another_run_re_marks_it(kind, oob, provider
         oob.cleanup(name)
 
 
+def test_a_table_the_create_call_finds_made_meanwhile_by_this_project_is_converged(provider_for, owner, monkeypatch):
+    """CreateTable refused because the table exists now: the SDK retried a call whose reply was lost,
+    or another run of this project made it. Ours: converged, not a Conflict against itself."""
+    table, oob = provider_for(Table), TableOutOfBand()
+    name = f"{owner}-items"
+    try:
+        table.create(checked(table, "items", owner, {"hashKey": "id"}, stack="other"))
+        real, calls = table.observe, []
+
+        def absent_at_first(*args):
+            calls.append(args)
+            return None if len(calls) <= 2 else real(*args)  # create and create_resource look first
+
+        monkeypatch.setattr(table, "observe", absent_at_first)
+        outs = table.create(checked(table, "items", owner, {"hashKey": "id"})).outs
+        assert all(outs[k] not in (None, "") for k in Table.attributes)
+        assert oob.tags(name)["devstack-stack"] == "test"
+    finally:
+        oob.cleanup(name)
+
+
 def test_fifo_topic_is_created_as_fifo(provider_for, owner):
     topic, oob = provider_for(Topic), TopicOutOfBand()
     name = f"{owner}-events.fifo"
