@@ -58,11 +58,14 @@ class Project(pulumi.ComponentResource):
         kind = self._kind_class(decl)
         return bool(kind.references or kind.after_kinds)
 
-    def _referenced(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
-        """The declarations `decl`'s params name: a consumer's stream, a rule's bucket, a user's database."""
+    def _referenced(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource],
+                    purged_only: bool = False) -> list[Resource]:
+        """The declarations `decl`'s params name: a consumer's stream, a rule's bucket, a user's database
+        (`purged_only`: those with `purge: true`, whose replacement drops what lives in them)."""
         keys = [f"{decl.uses}/{provider.references[param]}/{name}"
                 for param, name in provider.referenced(decl.params, self._file.name).items()]
-        return [created[key] for key in dict.fromkeys(keys) if key in created]
+        purged = {d.key(self._file.name) for d in self._file.resources if d.purge}
+        return [created[key] for key in dict.fromkeys(keys) if key in created and (key in purged or not purged_only)]
 
     def _dependencies(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
         """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
@@ -74,10 +77,10 @@ class Project(pulumi.ComponentResource):
         instance = self._ws.shared[decl.uses]
         provider = self._kind_class(decl)()
         depends_on = self._dependencies(decl, provider, created)
-        # Replacing what it lives in or on (with purge: a dropped stream takes its consumers,
-        # a database its owner role's grants) must replace it too, or the ledger would keep
-        # a resource the engine no longer has.
-        replace_with = self._referenced(decl, provider, created)
+        # Replacing what it lives in or on with purge (a dropped stream takes its consumers, a
+        # database its owner role's grants) must replace it too, or the ledger would keep a
+        # resource the engine no longer has. A retained one keeps them: they stay as they are.
+        replace_with = self._referenced(decl, provider, created, purged_only=True)
         name, owner = decl.name or self._file.name, self._file.name
         props = {
             "engine": instance.engine,
@@ -100,6 +103,10 @@ class Project(pulumi.ComponentResource):
                 parent=self,
                 depends_on=depends_on,
                 replace_with=replace_with or None,
+                # Engine names are fixed: the old one must go first. Pulumi decides a replace_with
+                # replacement without asking the provider's diff (which always says so), and would
+                # otherwise create first, then drop what the new one had just adopted.
+                delete_before_replace=True,
                 # Tenant data outlives its declaration unless purge is asked for.
                 retain_on_delete=not decl.purge,
                 additional_secret_outputs=list(provider.secret_outputs),

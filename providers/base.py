@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import socket
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache, wraps
@@ -61,6 +62,15 @@ class Observed:
 #: it (with purge) from under it.
 _held_this_run: dict[tuple[str, str, int, str, str], Identity] = {}
 _held_lock = threading.Lock()
+
+
+@lru_cache(maxsize=None)
+def _address_of(host: str) -> str:
+    """The IPv4 address `host` names (`localhost` and `127.0.0.1` are one server), or `host` itself."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
 
 
 class KindProvider(ResourceProvider):
@@ -311,7 +321,7 @@ class KindProvider(ResourceProvider):
             ) from None
 
     def _engine_object(self, instance: SharedInstance, ident: Identity) -> tuple[str, str, int, str, str]:
-        return (self.engine, instance.host, instance.port, self.kind, self.engine_name(ident.name, ident.owner))
+        return (self.engine, _address_of(instance.host), instance.port, self.kind, self.engine_name(ident.name, ident.owner))
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
         """What the engine has under this identity, if it exists and carries this project's marker."""

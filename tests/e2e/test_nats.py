@@ -160,3 +160,32 @@ def test_a_purged_stream_replaced_takes_its_consumer_along(project_dir, offline_
     # The ledger matches the engine: nothing for refresh to correct, nothing for up to do.
     assert changes(stack.refresh()) == {}
     assert changes(stack.up()) == {}
+
+
+def test_a_retained_stream_that_cannot_change_leaves_its_purge_consumer_alone(project_dir, offline_env,
+                                                                              pulumi_command, admin, projects):
+    """The stream is retained (no purge), so a fixed param cannot change and the up fails: its consumer,
+    purge or not, must not have been dropped on the way (only a purged parent takes its children)."""
+    a, _ = projects
+
+    def declare(storage: str) -> str:
+        return write_project(project_dir, a, [
+            {"uses": "events", "kind": "stream", "params": {"storage": storage}},
+            {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": a}},
+        ])
+
+    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "e2e",
+        "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": NATS_PORT,
+                              "adminUser": admin["nats"].user, "adminSecret": "natsAdmin"}},
+        "projects": [declare("file")],
+    })))
+    stack.set_config("devstack:natsAdmin", auto.ConfigValue(admin["nats"].password, secret=True))
+    assert changes(stack.up()) == {"create": 5}
+
+    declare("memory")
+    assert changes(stack.preview()) == {"replace": 1}
+    with pytest.raises(auto.errors.CommandError, match="params.storage"):
+        stack.up()
+    assert jetstream(admin, lambda js: js.consumer_info(a, f"{a}_worker")).config.durable_name == f"{a}_worker"

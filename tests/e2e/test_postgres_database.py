@@ -41,9 +41,11 @@ def projects(admin):
     with connect(admin["postgres"].user, admin["postgres"].password, "postgres") as conn:
         conn.autocommit = True
         for name in names:
-            ident = sql.Identifier(name.replace("-", "_"))
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
-            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
+            base = name.replace("-", "_")
+            for database in (base, f"{base}_aux"):
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+            for role in (f"{base}_app", base):
+                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, pulumi_command, admin, projects):
@@ -176,3 +178,49 @@ def test_a_new_spelling_of_the_same_database_keeps_it(project_dir, offline_env, 
         assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)
     assert changes(stack.refresh()) == {}
     assert changes(stack.up()) == {}
+
+    # The same server under another instance name, its host spelled another way: kept as well.
+    pg = {"engine": "postgres", "port": PG_PORT, "adminUser": admin["postgres"].user, "adminSecret": "pgAdmin"}
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "e2e", "shared": {"pg": {**pg, "host": "127.0.0.1"}, "pg2": {**pg, "host": "localhost"}},
+        "projects": [write_project(project_dir, a, [{"uses": "pg2", "kind": "database", "purge": True, "name": db_a}])],
+    })))
+    moved = stack.up()
+    assert changes(moved) == {"create": 1, "delete": 1}
+    now = moved.outputs[a].value["resources"][f"pg2/database/{db_a}"]  # a predictable password per instance name
+    with connect(now["user"], now["password"], db_a) as conn:
+        assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+    assert changes(stack.refresh()) == {}
+
+
+def test_a_user_replaced_with_its_database_is_made_again(project_dir, offline_env, pulumi_command, admin, projects):
+    """The user moves to a database that is replaced in the same up (both purge): Pulumi replaces the
+    user for its database, on its own; delete first, or the old user's drop removes the login the
+    new one had just adopted while the ledger keeps it."""
+    a, _ = projects
+    db_a = a.replace("-", "_")
+
+    def declare(locale: str, database: str) -> str:
+        return write_project(project_dir, a, [
+            {"uses": "pg", "kind": "database", "purge": True},
+            {"uses": "pg", "kind": "database", "name": f"{a}-aux", "purge": True, "params": {"locale": locale}},
+            {"uses": "pg", "kind": "user", "name": "app", "purge": True, "params": {"database": database}},
+        ])
+
+    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
+        "name": "e2e",
+        "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": PG_PORT,
+                          "adminUser": admin["postgres"].user, "adminSecret": "pgAdmin"}},
+        "projects": [declare("C.UTF-8", a)],
+    })))
+    stack.set_config("devstack:pgAdmin", auto.ConfigValue(admin["postgres"].password, secret=True))
+    stack.up()
+
+    declare("C", f"{a}-aux")
+    up = stack.up()
+    assert changes(up) == {"replace": 2}
+    user = up.outputs[a].value["resources"]["pg/user/app"]
+    with connect(user["user"], user["password"], f"{db_a}_aux") as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (f"{db_a}_app",)
+    assert changes(stack.refresh()) == {}

@@ -44,7 +44,7 @@ PROJECTS = {
     "media": {
         "resources": [
             {"uses": "objects", "kind": "lifecycle", "name": "expire", "params": {"bucket": "uploads", "expireDays": 7}},
-            {"uses": "objects", "kind": "bucket", "name": "uploads"},
+            {"uses": "objects", "kind": "bucket", "name": "uploads", "purge": True},
             {"uses": "objects", "kind": "access_key"},
             {"uses": "aws", "kind": "queue", "name": "jobs"},
             {"uses": "aws", "kind": "topic", "name": "done"},
@@ -53,7 +53,7 @@ PROJECTS = {
     "feeds": {
         "resources": [
             {"uses": "events", "kind": "consumer", "name": "worker", "params": {"stream": "feeds"}},
-            {"uses": "events", "kind": "stream"},
+            {"uses": "events", "kind": "stream", "purge": True},
             {"uses": "events", "kind": "kv", "name": "cursor"},
             {"uses": "aws", "kind": "stream", "name": "clicks"},
             {"uses": "aws", "kind": "table", "name": "items", "params": {"hashKey": "id"}},
@@ -184,8 +184,8 @@ def test_dependencies_give_safe_teardown_order(mocks, validated):
 
 @pulumi.runtime.test
 def test_replacing_a_referenced_declaration_replaces_its_dependents(mocks, validated):
-    """What lives in or on another declaration is replaced with it (a purged stream takes its consumers);
-    ordering alone (an acl after the topics) does not tie a replacement."""
+    """What lives in or on another declaration with purge is replaced with it (a purged stream takes its
+    consumers); a retained one keeps them, and ordering alone (an acl after the topics) ties nothing."""
     _, options, resources = expand(validated)
 
     def replaced_with(dependent: str) -> set[int]:
@@ -193,10 +193,12 @@ def test_replacing_a_referenced_declaration_replaces_its_dependents(mocks, valid
 
     assert replaced_with("media/objects/lifecycle/expire") == {id(resources["media/objects/bucket/uploads"])}
     assert replaced_with("feeds/events/consumer/worker") == {id(resources["feeds/events/stream/feeds"])}
-    assert replaced_with("shop/pg/user/reporting") == {id(resources["shop/pg/role/readers"]),
-                                                       id(resources["shop/pg/database/shop"])}
+    assert replaced_with("shop/pg/user/reporting") == set()  # its database and role are retained
     assert replaced_with("shop/kafka/acl/shop") == set()
     assert replaced_with("media/objects/bucket/uploads") == set()
+    # Pulumi settles a replace_with replacement without the provider's diff: delete first must be an option.
+    tenants = [name for name in options if name.count("/") == 3]
+    assert tenants and all(options[name].delete_before_replace for name in tenants)
 
 
 @pulumi.runtime.test
