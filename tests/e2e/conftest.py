@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -51,6 +52,18 @@ def local_workspace(work: Path, env: dict[str, str], command: auto.PulumiCommand
     return auto.LocalWorkspace(
         work_dir=str(work), project_settings=settings, env_vars=env, pulumi_command=command,
     )
+
+
+def e2e_stack(work: Path, env: dict[str, str], command: auto.PulumiCommand, shared: dict[str, dict],
+              projects: list[str], secrets: dict[str, str]) -> auto.Stack:
+    """A new stack `e2e` of the program in `work`: workspace `e2e` of `shared` instances and `projects`,
+    each admin secret (config key -> value) set as a secret."""
+    stack = auto.Stack.create("e2e", local_workspace(work, env, command))
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({"name": "e2e", "shared": shared,
+                                                                         "projects": projects})))
+    for key, value in secrets.items():
+        stack.set_config(f"devstack:{key}", auto.ConfigValue(value, secret=True))
+    return stack
 
 
 def write_project(work: Path, name: str, resources: list[dict]) -> str:

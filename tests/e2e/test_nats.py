@@ -18,11 +18,17 @@ from nats.js.errors import NotFoundError
 from pulumi import automation as auto
 
 from providers.nats import run_private
-from tests.e2e.conftest import changes, local_workspace, write_project
+from tests.e2e.conftest import changes, e2e_stack, local_workspace, write_project
 
 NATS_PORT = 24222
 
 
+
+
+def events(admin) -> dict[str, dict]:
+    """The workspace's one shared instance: the local NATS as `events`."""
+    return {"events": {"engine": "nats", "host": "127.0.0.1", "port": NATS_PORT,
+                       "adminUser": admin["nats"].user, "adminSecret": "natsAdmin"}}
 
 
 def jetstream(admin, work):
@@ -141,14 +147,8 @@ def test_a_purged_stream_replaced_takes_its_consumer_along(project_dir, offline_
             {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": a}},
         ])
 
-    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
-    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
-        "name": "e2e",
-        "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": NATS_PORT,
-                              "adminUser": admin["nats"].user, "adminSecret": "natsAdmin"}},
-        "projects": [declare("file")],
-    })))
-    stack.set_config("devstack:natsAdmin", auto.ConfigValue(admin["nats"].password, secret=True))
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin), [declare("file")],
+                      {"natsAdmin": admin["nats"].password})
     assert changes(stack.up()) == {"create": 5}
 
     declare("memory")
@@ -174,14 +174,8 @@ def test_a_retained_stream_that_cannot_change_leaves_its_purge_consumer_alone(pr
             {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": a}},
         ])
 
-    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
-    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
-        "name": "e2e",
-        "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": NATS_PORT,
-                              "adminUser": admin["nats"].user, "adminSecret": "natsAdmin"}},
-        "projects": [declare("file")],
-    })))
-    stack.set_config("devstack:natsAdmin", auto.ConfigValue(admin["nats"].password, secret=True))
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin), [declare("file")],
+                      {"natsAdmin": admin["nats"].password})
     assert changes(stack.up()) == {"create": 5}
 
     declare("memory")

@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 from pulumi import automation as auto
 
-from tests.e2e.conftest import changes, local_workspace, stored_state, write_project
+from tests.e2e.conftest import changes, e2e_stack, local_workspace, stored_state, write_project
 
 PG_PORT = 25432
 
@@ -23,6 +23,11 @@ PG_PORT = 25432
 
 def connect(user: str, password: str, dbname: str) -> psycopg.Connection:
     return psycopg.connect(host="127.0.0.1", port=PG_PORT, user=user, password=password, dbname=dbname, connect_timeout=5)
+
+
+def pg_instance(admin, host: str = "127.0.0.1") -> dict:
+    return {"engine": "postgres", "host": host, "port": PG_PORT, "adminUser": admin["postgres"].user,
+            "adminSecret": "pgAdmin"}
 
 
 def database_exists(admin, name: str) -> bool:
@@ -157,14 +162,8 @@ def test_a_new_spelling_of_the_same_database_keeps_it(project_dir, offline_env, 
     def declare(**extra) -> str:
         return write_project(project_dir, a, [{"uses": "pg", "kind": "database", "purge": True, **extra}])
 
-    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
-    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
-        "name": "e2e",
-        "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": PG_PORT,
-                          "adminUser": admin["postgres"].user, "adminSecret": "pgAdmin"}},
-        "projects": [declare()],
-    })))
-    stack.set_config("devstack:pgAdmin", auto.ConfigValue(admin["postgres"].password, secret=True))
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, {"pg": pg_instance(admin)}, [declare()],
+                      {"pgAdmin": admin["postgres"].password})
     out = stack.up().outputs[a].value["resources"][f"pg/database/{a}"]
     with connect(out["user"], out["password"], db_a) as conn:
         conn.execute("CREATE TABLE kept (id int)")
@@ -180,9 +179,8 @@ def test_a_new_spelling_of_the_same_database_keeps_it(project_dir, offline_env, 
     assert changes(stack.up()) == {}
 
     # The same server under another instance name, its host spelled another way: kept as well.
-    pg = {"engine": "postgres", "port": PG_PORT, "adminUser": admin["postgres"].user, "adminSecret": "pgAdmin"}
     stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
-        "name": "e2e", "shared": {"pg": {**pg, "host": "127.0.0.1"}, "pg2": {**pg, "host": "localhost"}},
+        "name": "e2e", "shared": {"pg": pg_instance(admin), "pg2": pg_instance(admin, "localhost")},
         "projects": [write_project(project_dir, a, [{"uses": "pg2", "kind": "database", "purge": True, "name": db_a}])],
     })))
     moved = stack.up()
@@ -207,14 +205,8 @@ def test_a_user_replaced_with_its_database_is_made_again(project_dir, offline_en
             {"uses": "pg", "kind": "user", "name": "app", "purge": True, "params": {"database": database}},
         ])
 
-    stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
-    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
-        "name": "e2e",
-        "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": PG_PORT,
-                          "adminUser": admin["postgres"].user, "adminSecret": "pgAdmin"}},
-        "projects": [declare("C.UTF-8", a)],
-    })))
-    stack.set_config("devstack:pgAdmin", auto.ConfigValue(admin["postgres"].password, secret=True))
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, {"pg": pg_instance(admin)}, [declare("C.UTF-8", a)],
+                      {"pgAdmin": admin["postgres"].password})
     stack.up()
 
     declare("C", f"{a}-aux")
