@@ -84,7 +84,8 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
         return f"must be {expected} (got {_shown(error.get('input'))})"
-    return f"{error['msg']} (got {_shown(error.get('input'))})"
+    message = error["msg"].removeprefix("Value error, ")  # pydantic's wording for a validator's own message
+    return f"{message} (got {_shown(error.get('input'))})"
 
 
 def _shown(value: Any, limit: int = 60) -> str:

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.credentials import Rotation, login_password, password_for
@@ -286,6 +286,18 @@ class DatabaseSpec(BaseModel):
             return _ENCODINGS[_spelling(value)]
         except KeyError:
             raise ValueError(f"{value!r} is not a PostgreSQL server encoding (e.g. UTF8, LATIN1, SQL_ASCII)") from None
+
+    @model_validator(mode="after")
+    def _encoding_fits_locale(self) -> "DatabaseSpec":
+        # The server refuses CREATE DATABASE when the locale's codeset is another encoding (C and
+        # POSIX fit any; SQL_ASCII, for a superuser, any locale): said here, before a replacement
+        # has dropped the old database.
+        codeset = self.locale.partition(".")[2].partition("@")[0]
+        wanted = _ENCODINGS.get(_spelling(codeset))
+        if wanted and wanted != self.encoding and self.encoding != "SQL_ASCII":
+            raise ValueError(f"encoding {self.encoding!r} does not fit locale {self.locale!r}, whose codeset is "
+                             f"{wanted}: set locale: C (it fits any encoding), or encoding: {wanted}")
+        return self
 
     @field_validator("extensions")
     @classmethod

@@ -221,6 +221,19 @@ def test_no_follow_on_problems_from_a_broken_entry_or_a_bad_project_name(tmp_pat
     assert [p.path for p in problems(tmp_path / "name", numbered)] == ["name"]
 
 
+def test_an_encoding_that_does_not_fit_the_locale_is_a_problem_before_any_replacement(tmp_path):
+    """The server would refuse CREATE DATABASE, after a purge replacement had dropped the old one."""
+    text = db("    params: {encoding: LATIN1}  # <-\n")
+    (problem,) = problems(tmp_path, text)
+    assert problem.path == "resources[0].params" and problem.line == marked_line(text)
+    assert problem.message.startswith("encoding 'LATIN1' does not fit locale 'C.UTF-8', whose codeset is UTF8")
+    assert "set locale: C" in problem.message
+    for i, fits in enumerate(("{encoding: LATIN1, locale: C}", "{encoding: utf-8, locale: en_US.UTF-8}",
+                              "{encoding: SQL_ASCII}")):
+        (tmp_path / f"ok{i}").mkdir()
+        assert problems(tmp_path / f"ok{i}", db(f"    params: {fits}\n")) == [], fits
+
+
 def test_a_user_without_a_database_param_needs_the_projects_database(tmp_path):
     user = "  - uses: pg  # <-\n    kind: user\n    name: rep\n"
     only_orders = HEADER + "resources:\n  - uses: pg\n    kind: database\n    name: orders\n" + user
