@@ -19,7 +19,9 @@ from components import templates
 from components.models import EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig
 from components.yamlfile import FieldPath, YamlFile, format_path, load_yaml
 from providers import registry
+from providers.base import server_address
 from providers.errors import InvalidSpec
+from providers.instances import SharedInstance
 
 PROJECT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 REF = re.compile(r"\$\{ref:([^}]*)\}")
@@ -115,7 +117,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
 
     problems = list(ws_report.problems)
     projects: list[ProjectFile] = []
-    claimed: dict[tuple[str, str, str], tuple[str, str]] = {}
+    claimed: dict[tuple[Any, str, str], tuple[str, str, str]] = {}
     owners: dict[str, str] = {}
     listed: dict[str, int] = {}
     for index, relative in enumerate(workspace.projects):
@@ -407,21 +409,31 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
                                f"(attributes: {', '.join(known)})")
 
 
+def _server(uses: str, other_uses: str, instance: SharedInstance) -> str:
+    if uses == other_uses:
+        return f"instance {uses!r}"
+    return (f"one server: instances {other_uses!r} and {uses!r} both reach "
+            f"{server_address(instance.host)}:{instance.port}")
+
+
 def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, workspace: WorkspaceConfig,
-                claimed: dict[tuple[str, str, str], tuple[str, str]]) -> list[Problem]:
+                claimed: dict[tuple[Any, str, str], tuple[str, str, str]]) -> list[Problem]:
     problems = []
     for i, decl in enumerate(project.resources):
         instance = workspace.shared[decl.uses]
         if instance.engine not in registry.engines():
             continue  # reported on the workspace
         provider = registry.kinds(instance.engine)[decl.kind]
-        key = (decl.uses, getattr(provider, "namespace", decl.kind), provider.engine_name(decl.name or project.name, project.name))
+        # By server, not instance name: two names for one server (`localhost`, `127.0.0.1`) reach one object.
+        server = (instance.engine, server_address(instance.host), instance.port)
+        key = (server, getattr(provider, "namespace", decl.kind), provider.engine_name(decl.name or project.name, project.name))
         where = (relative, f"resources[{i}]")
         if key in claimed:
             other = claimed[key]
             problems.append(Problem(relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
                                     f"collides with {other[0]} {other[1]}: both are {instance.engine} "
-                                    f"{decl.kind} {key[2]!r} on instance {decl.uses!r} (give one another name)"))
+                                    f"{decl.kind} {key[2]!r} on {_server(decl.uses, other[2], instance)} "
+                                    f"(give one another name)"))
         else:
-            claimed[key] = where
+            claimed[key] = (*where, decl.uses)
     return problems

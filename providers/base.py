@@ -65,7 +65,7 @@ _held_lock = threading.Lock()
 
 
 @lru_cache(maxsize=None)
-def _address_of(host: str) -> str:
+def server_address(host: str) -> str:
     """The IPv4 address `host` names (`localhost` and `127.0.0.1` are one server), or `host` itself."""
     try:
         return socket.gethostbyname(host)
@@ -230,6 +230,14 @@ class KindProvider(ResourceProvider):
         )
         replaces += [f"params.{key}" for key in changed_params
                      if key in self.create_only and not self.holds(key, new_params.get(key), olds)]
+        if replaces and olds.get("purge") and not news.get("purge"):
+            # Pulumi deletes the old one with its old settings: the data would go, `purge: false` or not.
+            raise Unsupported(
+                "replace", f"{self.kind} {Identity.from_props(news)}",
+                f"{', '.join(replaces)} replaces it in the same up that sets purge: false, and Pulumi deletes the "
+                f"old one with its old purge: true, so its data would be dropped",
+                "set purge: false alone and run `pulumi up` first, then make the change",
+            )
         changes = [f"params.{key}" for key in changed_params if f"params.{key}" not in replaces]
         changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]
         changes += self.drift(olds) + (["passwordInSync"] if olds.get("passwordInSync") is False else [])
@@ -313,15 +321,17 @@ class KindProvider(ResourceProvider):
         try:
             return self._instances[ident.instance]
         except KeyError:
-            raise InvalidSpec(
-                verb,
-                f"{self.kind} {ident}",
-                f"the workspace has no shared instance {ident.instance!r}",
-                "add it under devstack:workspace.shared in the stack config",
-            ) from None
+            hint = "add it under devstack:workspace.shared in the stack config"
+            if verb == "delete":
+                # Renamed instance: the new name may declare (and have adopted) this very resource,
+                # which the old declaration's purge would drop once its instance is back.
+                hint += (f", or, if another instance name now declares it, un-track this one instead: "
+                         f"`devstack resource rm {ident}` (the data stays)")
+            raise InvalidSpec(verb, f"{self.kind} {ident}", f"the workspace has no shared instance {ident.instance!r}",
+                              hint) from None
 
     def _engine_object(self, instance: SharedInstance, ident: Identity) -> tuple[str, str, int, str, str]:
-        return (self.engine, _address_of(instance.host), instance.port, self.kind, self.engine_name(ident.name, ident.owner))
+        return (self.engine, server_address(instance.host), instance.port, self.kind, self.engine_name(ident.name, ident.owner))
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
         """What the engine has under this identity, if it exists and carries this project's marker."""

@@ -216,3 +216,27 @@ def test_a_user_replaced_with_its_database_is_made_again(project_dir, offline_en
     with connect(user["user"], user["password"], f"{db_a}_aux") as conn:
         assert conn.execute("SELECT current_user").fetchone() == (f"{db_a}_app",)
     assert changes(stack.refresh()) == {}
+
+
+def test_purge_turned_off_while_replacing_is_refused_and_the_data_stays(project_dir, offline_env, pulumi_command,
+                                                                        admin, projects):
+    a, _ = projects
+    db_a = a.replace("-", "_")
+
+    def declare(**database) -> str:
+        return write_project(project_dir, a, [{"uses": "pg", "kind": "database", **database}])
+
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, {"pg": pg_instance(admin)}, [declare(purge=True)],
+                      {"pgAdmin": admin["postgres"].password})
+    out = stack.up().outputs[a].value["resources"][f"pg/database/{a}"]
+    with connect(out["user"], out["password"], db_a) as conn:
+        conn.execute("CREATE TABLE kept (id int)")
+
+    declare(purge=False, params={"locale": "C"})
+    with pytest.raises(auto.errors.CommandError, match="set purge: false alone and run `pulumi up` first") as refused:
+        stack.preview()
+    assert "Traceback" not in str(refused.value)
+    with pytest.raises(auto.errors.CommandError, match="its data would be dropped"):
+        stack.up()
+    with connect(out["user"], out["password"], db_a) as conn:
+        assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)

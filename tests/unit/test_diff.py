@@ -54,3 +54,15 @@ def test_diff_makes_no_engine_call():
     provider = Database()
     assert provider._instances == {}
     assert provider.diff("id", OUTPUTS, changed(params={"connection_limit": 3})).changes is True
+
+
+def test_purge_turned_off_in_the_replacing_up_is_refused_before_anything_happens():
+    """Pulumi deletes the replaced resource with its old settings: purge: true, whatever the new one says."""
+    from providers.errors import Unsupported
+
+    purged = {**OUTPUTS, "purge": True}
+    with pytest.raises(Unsupported, match="sets purge: false.*its data would be dropped") as refused:
+        Database().diff("id", purged, changed(params={"encoding": "LATIN1"}, purge=False))
+    assert "set purge: false alone and run `pulumi up` first" in str(refused.value)
+    assert Database().diff("id", purged, changed(purge=False)).replaces == []  # alone: an update
+    assert Database().diff("id", purged, changed(params={"locale": "C"}, purge=True)).replaces == ["params.locale"]

@@ -196,6 +196,22 @@ def test_collision_across_projects_names_both_files(tmp_path):
     assert "collides with p0/devstack.yaml resources[0]" in found[0].message
 
 
+def test_one_server_under_two_instance_names_is_one_namespace(tmp_path):
+    """`pg` and `pg2` both reach 127.0.0.1:25432: declaring the database under both is a collision,
+    or each would set its own password on it and a purge of either drop the other's."""
+    workspace = {"name": "test", "shared": {
+        "pg": {"engine": "postgres", "host": "127.0.0.1", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
+        "pg2": {"engine": "postgres", "host": "localhost", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
+        "pg3": {"engine": "postgres", "host": "localhost", "port": 25433, "adminUser": "admin", "adminSecret": "pgAdmin"},
+    }}
+    text = HEADER + "resources:\n  - uses: pg\n    kind: database\n  - uses: pg2\n    kind: database\n    name: shop  # <-\n"
+    (problem,) = problems(tmp_path, text, workspace=workspace)
+    assert problem.path == "resources[1].name" and problem.line == marked_line(text)
+    assert "instances 'pg' and 'pg2' both reach 127.0.0.1:25432" in problem.message
+    (tmp_path / "ok").mkdir()  # another server: fine
+    assert problems(tmp_path / "ok", text.replace("uses: pg2", "uses: pg3"), workspace=workspace) == []
+
+
 def test_a_project_file_listed_twice(tmp_path):
     (tmp_path / "shop").mkdir()
     (tmp_path / "shop" / "devstack.yaml").write_text(db())
