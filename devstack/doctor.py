@@ -24,6 +24,7 @@ null when it could not be checked.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import importlib.metadata
 import json
@@ -94,8 +95,14 @@ def _cli(bin_dir: Path) -> Part:
     return Part("pulumi CLI", ok, found or None, expected, "" if ok else f"{path} is {found or 'unknown'}", "" if ok else SETUP)
 
 
+def language_host_stamp() -> str:
+    """What tools/pulumi-cli/build.sh writes beside the host it builds: the release and its source's digest."""
+    source = ROOT / "tools" / "pulumi-cli" / "language-python" / "main.go"
+    return f"{pinned_version()} {hashlib.sha256(source.read_bytes()).hexdigest()[:16]}"
+
+
 def _language_host(bin_dir: Path) -> Part:
-    expected = pinned_version()
+    expected = language_host_stamp()
     host, exec_script = bin_dir / "pulumi-language-python", bin_dir / "pulumi-language-python-exec"
     missing = [p.name for p in (host, exec_script) if not os.access(p, os.X_OK)]
     stamp = bin_dir / ".language-host-version"

@@ -240,3 +240,12 @@ def test_purge_turned_off_while_replacing_is_refused_and_the_data_stays(project_
         stack.up()
     with connect(out["user"], out["password"], db_a) as conn:
         assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+
+
+def test_a_stack_without_any_config_names_the_missing_key(project_dir, offline_env, pulumi_command):
+    """`pulumi stack init` then `pulumi preview`: the message names devstack:workspace, no traceback."""
+    stack = auto.Stack.create("bare", local_workspace(project_dir, offline_env, pulumi_command))
+    with pytest.raises(auto.errors.CommandError) as refused:
+        stack.preview()
+    assert "devstack:workspace" in str(refused.value)
+    assert "AttributeError" not in str(refused.value) and "Traceback" not in str(refused.value)

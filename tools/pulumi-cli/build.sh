@@ -9,6 +9,8 @@ root="$(cd "$here/../.." && pwd)"
 bin="${DEVSTACK_BIN:-$root/.devstack/bin}"
 # One version for the CLI, the language host and the `pulumi` Python package.
 version="$(sed -n 's/^[[:space:]]*github.com\/pulumi\/pulumi\/pkg\/v3 \(v[0-9.]*\).*/\1/p' "$here/go.mod")"
+# The language host is ours: a change to its source rebuilds it (the stamp holds its digest).
+host_stamp="$version $(sha256sum "$here/language-python/main.go" | cut -c1-16)"
 ldflags="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version"
 
 # The plugin shim is ours and tiny: always install the checkout's copy.
@@ -18,7 +20,7 @@ install -m 0755 "$here/pulumi-resource-pulumi-python" "$bin/pulumi-resource-pulu
 if [[ -x "$bin/pulumi" && -x "$bin/pulumi-language-python" \
       && -x "$bin/pulumi-language-python-exec" && -x "$bin/pulumi-resource-pulumi-python" \
       && "$("$bin/pulumi" version 2>/dev/null)" == "$version" \
-      && -f "$bin/.language-host-version" && "$(cat "$bin/.language-host-version")" == "$version" ]]; then
+      && -f "$bin/.language-host-version" && "$(cat "$bin/.language-host-version")" == "$host_stamp" ]]; then
   echo "pulumi $version already built in $bin"
   exit 0
 fi
@@ -30,7 +32,7 @@ start=$SECONDS
 echo "building pulumi $version into $bin (cold: about 10 minutes on 2 cores)"
 go build -trimpath -ldflags "$ldflags" -o "$bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 go build -trimpath -ldflags "-s -w -X main.version=${version#v}" -o "$bin/pulumi-language-python" ./language-python
-echo "${version}" > "$bin/.language-host-version"
+echo "$host_stamp" > "$bin/.language-host-version"
 
 # The exec script that runs a Python program ships in the sdk/v3 module of the
 # same release; take it from the module cache rather than keeping a copy.

@@ -181,7 +181,13 @@ func interpreter(info *pulumirpc.ProgramInfo) (string, error) {
 
 // programEnv passes the stack config the way the Python SDK reads it back.
 func programEnv(req *pulumirpc.RunRequest) ([]string, error) {
-	config, err := json.Marshal(req.GetConfig())
+	programConfig := req.GetConfig()
+	if programConfig == nil {
+		// A stack without any config: the SDK reads "null" as no mapping at all and fails with a
+		// traceback instead of naming the missing key.
+		programConfig = map[string]string{}
+	}
+	config, err := json.Marshal(programConfig)
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode config: %w", err)
 	}
