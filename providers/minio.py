@@ -102,12 +102,14 @@ def _admin_code(err: Exception) -> str:
         return ""
 
 
-def _user_info(admin: MinioAdmin, user: str) -> dict[str, Any] | None:
+def _user_info(instance: SharedInstance, admin: MinioAdmin, user: str) -> dict[str, Any] | None:
     try:
         return json.loads(admin.user_info(user))
     except minio_errors.MinioAdminException as err:
         if _admin_code(err) == "XMinioAdminNoSuchUser":
             return None
+        if _admin_code(err) in s3.ADMIN_REJECTED:  # the first admin call of every verb: a wrong secret shows here
+            raise s3.admin_rejected(instance, "minio", err) from err
         raise
 
 
@@ -236,7 +238,7 @@ class AccessKey(s3.GuardedKind):
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         key = access_key_name(ident.name, ident.owner)
         admin = admin_client(instance)
-        info = _user_info(admin, key)
+        info = _user_info(instance, admin, key)
         if info is None:
             return None
         document = _policy_document(admin, policy_name(key))
@@ -289,7 +291,7 @@ class AccessKey(s3.GuardedKind):
             raise self._conflict("create", ident, Observed(owner=marker_owner(document.get("ID"))))
         self._refuse_foreign_buckets_in_reach(instance, ident)
         secret = _secret(ident, key, spec, props.get("credentials", "predictable"))
-        self._converge(admin, ident, key, secret, props.get("stack"))
+        self._converge(instance, admin, ident, key, secret, props.get("stack"))
         return self._attributes(instance, key, secret)
 
     def update_resource(
@@ -301,7 +303,7 @@ class AccessKey(s3.GuardedKind):
         # A generated secret survives any update but a new rotation or credential policy.
         unchanged = (old.get("credentials"), old_rotation) == (new.get("credentials"), spec.rotation)
         secret = _secret(ident, key, spec, new.get("credentials", "predictable"), old.get("secretKey") if unchanged else None)
-        self._converge(admin_client(instance), ident, key, secret, new.get("stack"))
+        self._converge(instance, admin_client(instance), ident, key, secret, new.get("stack"))
         return self._attributes(instance, key, secret)
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
@@ -341,13 +343,14 @@ class AccessKey(s3.GuardedKind):
                 )
 
     @staticmethod
-    def _converge(admin: MinioAdmin, ident: Identity, key: str, secret: str, stack: str | None) -> None:
+    def _converge(instance: SharedInstance, admin: MinioAdmin, ident: Identity, key: str, secret: str,
+                  stack: str | None) -> None:
         """Policy, user (secret, enabled), the one attachment, no group and no service account;
         each call idempotent."""
         admin.policy_add(policy_name(key), policy=tenant_policy(ident, stack))
         admin.user_add(key, secret)  # creates, or resets secret and status of, the user
         admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached
-        for group in (_user_info(admin, key) or {}).get("memberOf") or []:
+        for group in (_user_info(instance, admin, key) or {}).get("memberOf") or []:
             admin.group_remove(group, [key])
         for account in _service_accounts(admin, key):
             admin.delete_service_account(account)

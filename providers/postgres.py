@@ -89,11 +89,13 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             connect_timeout=5,
         )
     except psycopg.OperationalError as err:
+        refused = "password authentication failed" in str(err)  # it runs: the admin secret is wrong
         raise EngineUnavailable(
             "connect to",
             f"postgres instance {instance.name!r} at {instance.address}",
             str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__,
-            "start it with `python -m tools.engines start postgres`",
+            f"check devstack:{instance.admin_secret} in the stack config" if refused
+            else "start it with `python -m tools.engines start postgres`",
         ) from err
     with conn:
         try:

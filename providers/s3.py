@@ -109,11 +109,27 @@ def http_status(err: ClientError) -> int:
     return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
 
+#: Error codes with which an S3 engine refuses the admin credentials themselves (HeadBucket says only 403).
+ADMIN_REJECTED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403")
+
+
+def admin_rejected(instance: SharedInstance, engine: str, err: Exception) -> EngineUnavailable:
+    cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return EngineUnavailable("log in to", f"{engine} instance {instance.name!r} at {instance.address}",
+                             f"it refuses the admin credentials ({cause})",
+                             f"check devstack:{instance.admin_secret} in the stack config")
+
+
 @contextmanager
 def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
-    """Turn "the engine did not answer" into EngineUnavailable naming it, its address and the fix."""
+    """Turn "the engine did not answer" (or refused the admin) into EngineUnavailable naming it,
+    its address and the fix."""
     try:
         yield
+    except boto_errors.ClientError as err:
+        if error_code(err) not in ADMIN_REJECTED:
+            raise
+        raise admin_rejected(instance, engine, err) from err
     except transport_failures() as err:
         cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineUnavailable(

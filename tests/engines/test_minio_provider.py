@@ -523,3 +523,18 @@ def test_an_empty_untagged_bucket_is_foreign_but_the_message_shows_the_way_out(c
         assert oob.tags(name) == {}  # nothing was changed
     finally:
         oob.cleanup(name)
+
+
+@pytest.mark.parametrize("kind", [MinioBucket, AccessKey], ids=["bucket", "access_key"])
+def test_a_wrong_admin_secret_is_named_as_such(kind, admin, local_workspace, owner):
+    """The engine runs and refuses the admin: one line naming the config key, not a client traceback."""
+    from providers.errors import EngineUnavailable
+    from tests.conftest import configured
+
+    passwords = {engine: credential.password for engine, credential in admin.items()}
+    provider = configured(kind(), local_workspace, {**passwords, "minio": "not-the-admin-secret"})
+    inputs = provider.check({}, props("minio", "objects", kind.kind, owner, owner)).inputs
+    with pytest.raises(EngineUnavailable, match="refuses the admin credentials") as refused:
+        provider.create(inputs)
+    secret_key = local_workspace["shared"]["objects"]["adminSecret"]
+    assert f"check devstack:{secret_key} in the stack config" in str(refused.value)

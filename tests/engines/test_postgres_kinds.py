@@ -566,3 +566,14 @@ def test_a_drop_cut_after_drop_database_drops_the_role_when_run_again(database, 
     admin_conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(owner)))  # the first drop, cut there
     database.delete("id", {**inputs, "purge": True})
     assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
+
+
+def test_a_wrong_admin_secret_says_to_check_it_not_to_start_the_engine(admin, local_workspace, owner):
+    from providers.errors import EngineUnavailable
+    from tests.conftest import configured
+
+    passwords = {engine: credential.password for engine, credential in admin.items()}
+    database = configured(Database(), local_workspace, {**passwords, "postgres": "not-the-admin-secret"})
+    with pytest.raises(EngineUnavailable, match="password authentication failed") as refused:
+        database.create(database.check({}, props("postgres", "pg", "database", owner, owner)).inputs)
+    assert f"check devstack:{local_workspace['shared']['pg']['adminSecret']} in the stack config" in str(refused.value)
