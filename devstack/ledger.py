@@ -772,6 +772,11 @@ def workspace_projects(config: Mapping[str, Any], work_dir: Path) -> set[str]:
     from providers.instances import WORKSPACE_KEY, parse_object
 
     workspace = parse_object(config.get(WORKSPACE_KEY)) or {}
+    if not workspace.get("shared"):
+        # A report of nothing found would read as "all clean" while nothing was scanned.
+        raise InvalidQuery("collect garbage in", "this stack",
+                           f"its config has no {WORKSPACE_KEY} with shared instances, so there is nothing to scan",
+                           "pass the --work-dir holding the stack's Pulumi.<stack>.yaml (the checkout by default)")
     names = set()
     for relative in workspace.get("projects") or []:
         path = Path(work_dir) / relative

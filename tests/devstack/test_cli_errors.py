@@ -38,6 +38,7 @@ def box(tmp_path_factory) -> Sandbox:
     pytest.param(["resource", "rm", "missing"], NotFound.exit_code, "cannot remove resource 'missing'", id="rm-unknown"),
     pytest.param(["resource", "rm", "alpha", "--purge-data"], Aborted.exit_code, "not confirmed", id="purge-without-yes"),
     pytest.param(["resource", "show"], 2, "the following arguments are required: name", id="missing-argument"),
+    pytest.param(["resource", "gc", "-w", "err"], InvalidQuery.exit_code, "so there is nothing to scan", id="gc-no-config"),
     pytest.param(["resource", "list", "-w", "nosuch"], NotFound.exit_code, "cannot open stack 'nosuch'", id="unknown-workspace"),
     pytest.param(["env", "alpha", "api"], NotFound.exit_code, "workspace 'err' has no project 'alpha'", id="env-no-outputs"),
 ])
