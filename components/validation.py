@@ -64,6 +64,8 @@ class _Report:
     display: str
     prefix: FieldPath = ()
     problems: list[Problem] = field(default_factory=list)
+    #: Shared instances the file's well-formed entries use, whatever else is wrong in it.
+    uses: set[str] = field(default_factory=set)
 
     def add(self, path: FieldPath, message: str) -> None:
         full = self.prefix + path
@@ -120,6 +122,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
     claimed: dict[tuple[Any, str, str], tuple[str, str, str]] = {}
     owners: dict[str, str] = {}
     listed: dict[str, int] = {}
+    used: set[str] = set()  # every problem at once: a project with other problems still needs its admin secrets
     for index, relative in enumerate(workspace.projects):
         if relative in listed:
             again = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
@@ -130,6 +133,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         listed[relative] = index
         report, project = _check_file(root, relative, workspace, ws_report, index)
         problems += report.problems
+        used |= report.uses
         if project is None:
             continue
         if project.name in owners:
@@ -139,16 +143,15 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         problems += _collisions(project, relative, report.file, workspace, claimed)
         projects.append(project)
     if config_is_set is not None:
-        problems += _missing_admin_secrets(workspace, projects, config_is_set, stack_file, stack_display)
+        problems += _missing_admin_secrets(workspace, used, config_is_set, stack_file, stack_display)
     if problems:
         raise WorkspaceInvalid(problems)
     return Validated(workspace, projects)
 
 
-def _missing_admin_secrets(workspace: WorkspaceConfig, projects: list[ProjectFile], config_is_set: Callable[[str], bool],
+def _missing_admin_secrets(workspace: WorkspaceConfig, used: set[str], config_is_set: Callable[[str], bool],
                            stack_file: YamlFile | None, stack_display: str) -> list[Problem]:
     report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
-    used = {decl.uses for project in projects for decl in project.resources}
     for name, instance in workspace.shared.items():
         if name in used and not config_is_set(instance.admin_secret):
             report.add(("shared", name, "adminSecret"),
@@ -202,6 +205,7 @@ def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> Pro
         except ValidationError as err:
             report.pydantic(err, ("resources", i), ResourceDecl)
             broken.append(raw)
+    report.uses = {decl.uses for _, decl in decls}
     for i, decl in decls:
         _check_resource(i, decl, owner, decls, workspace, report)
     _check_shared_logins(decls, owner, workspace, report)

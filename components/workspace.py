@@ -9,7 +9,7 @@ import pulumi
 
 from components.project import Project
 from components.validation import Validated, WorkspaceInvalid, validate
-from components.yamlfile import load_yaml_if_usable
+from components.yamlfile import load_yaml_if_usable, stack_config_file
 from providers.instances import parse_object
 
 
@@ -17,7 +17,7 @@ def load_workspace(root: Path, stack: str, config: pulumi.Config | None = None) 
     """Read `devstack:workspace` from the stack's config and validate it with all its projects."""
     config = config or pulumi.Config("devstack")
     raw = parse_object(config.require_object("workspace"))
-    display = f"stacks/Pulumi.{stack}.yaml"
+    display = stack_config_file(root, stack)
     return validate(raw, root, load_yaml_if_usable(root / display, display), display,
                     config_is_set=lambda key: config.get(key) is not None)
 

@@ -56,6 +56,14 @@ def load_yaml_if_usable(path: Path, display: str) -> YamlFile | None:
         return None
 
 
+def stack_config_file(root: Path, stack: str) -> str:
+    """The stack's config file relative to the program in `root`, as messages name it: under
+    Pulumi.yaml's `stackConfigDir` (`stacks/` here), beside Pulumi.yaml in a program without one."""
+    settings = load_yaml_if_usable(root / "Pulumi.yaml", "Pulumi.yaml")
+    folder = settings.data.get("stackConfigDir") if settings and isinstance(settings.data, dict) else None
+    return f"{str(folder).rstrip('/')}/Pulumi.{stack}.yaml" if folder else f"Pulumi.{stack}.yaml"
+
+
 def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int]) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):

@@ -44,6 +44,7 @@ from pydantic import ValidationError
 
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
+from components.yamlfile import stack_config_file
 from devstack.errors import DevstackError
 from providers import registry
 from providers.instances import SharedInstance, instances_from_config, parse_object
@@ -409,7 +410,7 @@ def _declarations(raw: dict[str, Any], root: Path, stack: str,
             if isinstance(item, dict) and isinstance(item.get("uses"), str):
                 declared.setdefault(item["uses"], []).append(str(item.get("kind")))
     try:
-        validate(raw, root, None, f"stacks/Pulumi.{stack}.yaml", config_is_set=config_is_set)
+        validate(raw, root, None, stack_config_file(root, stack), config_is_set=config_is_set)
     except WorkspaceInvalid as invalid:
         return declared, [str(p) for p in invalid.problems]
     return declared, []

@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from components import templates
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
-from components.yamlfile import load_yaml_if_usable
+from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack import cli, yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger_cli import add_stack_options, open_from, resource_group
@@ -180,7 +180,7 @@ class Workspace:
                     shutil.copyfile(self.root / other, scratch / other)
             (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
             (scratch / relative).write_text(text, encoding="utf-8")
-            display = f"stacks/Pulumi.{self.stack.name}.yaml"
+            display = stack_config_file(self.root, self.stack.name)
             keys = set(self.stack.get_all_config())  # which `devstack:` keys are set
             try:
                 validate(self.raw, scratch, load_yaml_if_usable(self.root / display, display), display,

@@ -381,6 +381,12 @@ def test_admin_secret_of_an_instance_in_use_must_be_set(tmp_path):
     assert problem.path == "config.devstack:workspace.shared.cache.adminSecret"
     assert "devstack:cacheAdmin is not set" in problem.message and "pulumi config set --secret devstack:cacheAdmin" in problem.message
     assert validate(workspace, tmp_path, None, "x", config_is_set=lambda key: key in ("pgAdmin", "cacheAdmin")).projects
+    # Every problem at once: a project with a problem of its own still needs its instances' secrets.
+    path.write_text(db() + "  - uses: cache\n    kind: redis_indx\n")
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate(workspace, tmp_path, None, "stacks/Pulumi.test.yaml", config_is_set=lambda key: key == "pgAdmin")
+    assert sorted(p.path for p in raised.value.problems) == ["config.devstack:workspace.shared.cache.adminSecret",
+                                                              "resources[1].kind"]
 
 
 def test_valid_project_passes_and_defaults_names(tmp_path):
@@ -399,3 +405,17 @@ def test_exports_render_whole_numbers_as_integers():
     dsn = engine_template("postgres").kinds["database"].exports["dsn"]
     rendered = dsn.render({"user": "shop", "password": "p@ss word", "host": "127.0.0.1", "port": 25432.0, "database": "shop"})
     assert rendered == "postgresql://shop:p%40ss%20word@127.0.0.1:25432/shop"
+
+
+def test_messages_name_the_stack_config_file_where_pulumi_keeps_it(tmp_path):
+    """Under Pulumi.yaml's stackConfigDir (the checkout: stacks/), else beside Pulumi.yaml (an
+    automation-API work dir writes one without it)."""
+    from components.yamlfile import stack_config_file
+    from tools.pulumi_env import ROOT
+
+    assert stack_config_file(ROOT, "local") == "stacks/Pulumi.local.yaml"
+    assert (ROOT / stack_config_file(ROOT, "local")).is_file()
+    (tmp_path / "Pulumi.yaml").write_text("name: devstack\nruntime: python\n")
+    assert stack_config_file(tmp_path, "e2e") == "Pulumi.e2e.yaml"
+    (tmp_path / "Pulumi.yaml").write_text("name: devstack\nruntime: python\nstackConfigDir: config/\n")
+    assert stack_config_file(tmp_path, "e2e") == "config/Pulumi.e2e.yaml"
