@@ -40,6 +40,7 @@ class Project(pulumi.ComponentResource):
     ) -> None:
         super().__init__("devstack:index:Project", project.name, None, opts)
         self._file, self._ws = project, workspace
+        self._purged = {decl.key(project.name) for decl in project.resources if decl.purge}
         created: dict[str, Resource] = {}
         resources: dict[str, Any] = {}
         # Declarations others depend on first, so each dependent can name them.
@@ -58,29 +59,28 @@ class Project(pulumi.ComponentResource):
         kind = self._kind_class(decl)
         return bool(kind.references or kind.after_kinds)
 
-    def _referenced(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource],
-                    purged_only: bool = False) -> list[Resource]:
-        """The declarations `decl`'s params name: a consumer's stream, a rule's bucket, a user's database
-        (`purged_only`: those with `purge: true`, whose replacement drops what lives in them)."""
+    def _referenced(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> dict[str, Resource]:
+        """The declarations `decl`'s params name, by key: a consumer's stream, a rule's bucket, a user's database."""
         keys = [f"{decl.uses}/{provider.references[param]}/{name}"
                 for param, name in provider.referenced(decl.params, self._file.name).items()]
-        purged = {d.key(self._file.name) for d in self._file.resources if d.purge}
-        return [created[key] for key in dict.fromkeys(keys) if key in created and (key in purged or not purged_only)]
+        return {key: created[key] for key in keys if key in created}
 
-    def _dependencies(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Resource]:
+    def _dependencies(self, decl: ResourceDecl, provider: KindProvider, referenced: dict[str, Resource],
+                      created: dict[str, Resource]) -> list[Resource]:
         """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
         after = [resource for key, resource in created.items()
                  if key.split("/")[0] == decl.uses and key.split("/")[1] in provider.after_kinds]
-        return list(dict.fromkeys([*self._referenced(decl, provider, created), *after]))
+        return list(dict.fromkeys([*referenced.values(), *after]))
 
     def _declare(self, decl: ResourceDecl, stack: str, created: dict[str, Resource]) -> Resource:
         instance = self._ws.shared[decl.uses]
         provider = self._kind_class(decl)()
-        depends_on = self._dependencies(decl, provider, created)
+        referenced = self._referenced(decl, provider, created)
+        depends_on = self._dependencies(decl, provider, referenced, created)
         # Replacing what it lives in or on with purge (a dropped stream takes its consumers, a
         # database its owner role's grants) must replace it too, or the ledger would keep a
         # resource the engine no longer has. A retained one keeps them: they stay as they are.
-        replace_with = self._referenced(decl, provider, created, purged_only=True)
+        replace_with = [resource for key, resource in referenced.items() if key in self._purged]
         name, owner = decl.name or self._file.name, self._file.name
         props = {
             "engine": instance.engine,

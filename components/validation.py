@@ -119,7 +119,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
 
     problems = list(ws_report.problems)
     projects: list[ProjectFile] = []
-    claimed: dict[tuple[Any, str, str], tuple[str, str, str]] = {}
+    claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str]] = {}
     owners: dict[str, str] = {}
     listed: dict[str, int] = {}
     used: set[str] = set()  # every problem at once: a project with other problems still needs its admin secrets
@@ -421,7 +421,7 @@ def _server(uses: str, other_uses: str, instance: SharedInstance) -> str:
 
 
 def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, workspace: WorkspaceConfig,
-                claimed: dict[tuple[Any, str, str], tuple[str, str, str]]) -> list[Problem]:
+                claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str]]) -> list[Problem]:
     problems = []
     for i, decl in enumerate(project.resources):
         instance = workspace.shared[decl.uses]
@@ -429,14 +429,13 @@ def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, work
             continue  # reported on the workspace
         provider = registry.kinds(instance.engine)[decl.kind]
         # By server, not instance name: two names for one server (`localhost`, `127.0.0.1`) reach one object.
-        server = (instance.engine, server_address(instance.host), instance.port)
-        key = (server, getattr(provider, "namespace", decl.kind), provider.engine_name(decl.name or project.name, project.name))
+        key = provider.engine_object(instance.host, instance.port, decl.name or project.name, project.name)
         where = (relative, f"resources[{i}]")
         if key in claimed:
             other = claimed[key]
             problems.append(Problem(relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
                                     f"collides with {other[0]} {other[1]}: both are {instance.engine} "
-                                    f"{decl.kind} {key[2]!r} on {_server(decl.uses, other[2], instance)} "
+                                    f"{decl.kind} {key[-1]!r} on {_server(decl.uses, other[2], instance)} "
                                     f"(give one another name)"))
         else:
             claimed[key] = (*where, decl.uses)

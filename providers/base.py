@@ -143,6 +143,12 @@ class KindProvider(ResourceProvider):
         raise NotImplementedError
 
     @classmethod
+    def engine_object(cls, host: str, port: int, name: str, owner: str) -> tuple[str, str, int, str, str]:
+        """What declaration `name` names in the engine at host:port, the same for every spelling of one
+        server (`localhost`, `127.0.0.1`) and of one engine name (`shop-x`, `shop_x`)."""
+        return (cls.engine, server_address(host), port, cls.kind, cls.engine_name(name, owner))
+
+    @classmethod
     def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
               owner: str) -> tuple[str, str] | None:
         """(field, why) when declaration `name` cannot exist beside `other`, of the same kind on the same
@@ -263,7 +269,7 @@ class KindProvider(ResourceProvider):
             require_same("create", f"{self.kind} {ident}", observed.params, wanted, fixed, self.Spec)
         attributes = self.create_resource(instance, ident, spec, props)
         with _held_lock:
-            _held_this_run[self._engine_object(instance, ident)] = ident
+            _held_this_run[self.engine_object(instance.host, instance.port, ident.name, ident.owner)] = ident
         return CreateResult(str(ident), {**props, **attributes})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -307,7 +313,7 @@ class KindProvider(ResourceProvider):
         ident = Identity.from_props(props)
         instance = self._instance(ident, "delete")
         with _held_lock:
-            holder = _held_this_run.get(self._engine_object(instance, ident), ident)
+            holder = _held_this_run.get(self.engine_object(instance.host, instance.port, ident.name, ident.owner), ident)
         if holder != ident and holder.owner == ident.owner:
             return  # another declaration of the project holds it now
         try:
@@ -329,9 +335,6 @@ class KindProvider(ResourceProvider):
                          f"`devstack resource rm {ident}` (the data stays)")
             raise InvalidSpec(verb, f"{self.kind} {ident}", f"the workspace has no shared instance {ident.instance!r}",
                               hint) from None
-
-    def _engine_object(self, instance: SharedInstance, ident: Identity) -> tuple[str, str, int, str, str]:
-        return (self.engine, server_address(instance.host), instance.port, self.kind, self.engine_name(ident.name, ident.owner))
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
         """What the engine has under this identity, if it exists and carries this project's marker."""

@@ -171,10 +171,15 @@ class RoleRow:
 
     @property
     def marker_kind(self) -> str:
-        try:
-            return str(json.loads(self.comment or "").get("kind", PROJECT_ROLE))
-        except (ValueError, AttributeError):
-            return PROJECT_ROLE
+        return marker_kind(self.comment)
+
+
+def marker_kind(comment: str | None) -> str:
+    """The kind a role's marker records: `role`, `user`, or (none recorded) the project's own role."""
+    try:
+        return str(json.loads(comment or "").get("kind", PROJECT_ROLE))
+    except (ValueError, AttributeError):
+        return PROJECT_ROLE
 
 
 def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
@@ -481,9 +486,8 @@ def database_owner(marker: str | None, owner_role: str, role_marker: str | None)
     between the two leaves the database bare (a project role is only ever made with its marker)."""
     if marker is not None:
         return marker_owner(marker)
-    role = RoleRow(owner_role, True, True, -1, role_marker, ())
-    owner = role.owner
-    return owner if owner and role.marker_kind == PROJECT_ROLE and owner_role == tenant_role(owner) else None
+    owner = marker_owner(role_marker)
+    return owner if owner and marker_kind(role_marker) == PROJECT_ROLE and owner_role == tenant_role(owner) else None
 
 
 def _owns_a_database(conn: psycopg.Connection, role: str) -> bool:

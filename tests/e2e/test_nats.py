@@ -136,22 +136,25 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
     assert stream_config(admin, a) is not None
 
 
+def stream_and_consumer(work, project: str, storage: str, stream_purge: bool) -> str:
+    """Write `project` with its default stream (of `storage`) and a purge consumer `worker` on it."""
+    return write_project(work, project, [
+        {"uses": "events", "kind": "stream", "purge": stream_purge, "params": {"storage": storage}},
+        {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": project}},
+    ])
+
+
 def test_a_purged_stream_replaced_takes_its_consumer_along(project_dir, offline_env, pulumi_command, admin, projects):
     """Changing a fixed param of a purge stream drops and re-creates it, consumers included: the
     consumer is replaced with it, so the engine has it again and the ledger has nothing stale."""
     a, _ = projects
 
-    def declare(storage: str) -> str:
-        return write_project(project_dir, a, [
-            {"uses": "events", "kind": "stream", "purge": True, "params": {"storage": storage}},
-            {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": a}},
-        ])
-
-    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin), [declare("file")],
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin),
+                      [stream_and_consumer(project_dir, a, "file", stream_purge=True)],
                       {"natsAdmin": admin["nats"].password})
     assert changes(stack.up()) == {"create": 5}
 
-    declare("memory")
+    stream_and_consumer(project_dir, a, "memory", stream_purge=True)
     assert changes(stack.preview()) == {"replace": 2}
     assert changes(stack.up()) == {"replace": 2}
     assert stream_config(admin, a).storage == "memory"
@@ -168,17 +171,12 @@ def test_a_retained_stream_that_cannot_change_leaves_its_purge_consumer_alone(pr
     purge or not, must not have been dropped on the way (only a purged parent takes its children)."""
     a, _ = projects
 
-    def declare(storage: str) -> str:
-        return write_project(project_dir, a, [
-            {"uses": "events", "kind": "stream", "params": {"storage": storage}},
-            {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": a}},
-        ])
-
-    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin), [declare("file")],
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin),
+                      [stream_and_consumer(project_dir, a, "file", stream_purge=False)],
                       {"natsAdmin": admin["nats"].password})
     assert changes(stack.up()) == {"create": 5}
 
-    declare("memory")
+    stream_and_consumer(project_dir, a, "memory", stream_purge=False)
     assert changes(stack.preview()) == {"replace": 1}
     with pytest.raises(auto.errors.CommandError, match="params.storage"):
         stack.up()
