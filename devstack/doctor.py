@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
-from components.yamlfile import stack_config_file
+from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack.errors import DevstackError
 from providers import registry
 from providers.instances import SharedInstance, instances_from_config, parse_object
@@ -467,13 +467,12 @@ def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tup
 
 def _plain_config(work_dir: Path, workspace: str) -> tuple[dict[str, Any], frozenset[str]]:
     """The config file's plain values, and the names of its `secure:` ones."""
-    for path in (work_dir / "stacks" / f"Pulumi.{workspace}.yaml", work_dir / f"Pulumi.{workspace}.yaml"):
-        if path.is_file():
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            items = (data.get("config") or {}).items()
-            secure = frozenset(k for k, v in items if isinstance(v, dict) and "secure" in v)
-            return {k: v for k, v in items if k not in secure}, secure
-    return {}, frozenset()
+    display = stack_config_file(work_dir, workspace)
+    parsed = load_yaml_if_usable(work_dir / display, display)
+    data = parsed.data if parsed and isinstance(parsed.data, dict) else {}
+    items = (data.get("config") or {}).items()
+    secure = frozenset(k for k, v in items if isinstance(v, dict) and "secure" in v)
+    return {k: v for k, v in items if k not in secure}, secure
 
 
 def render(report: Report) -> str:

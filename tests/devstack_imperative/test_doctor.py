@@ -139,14 +139,19 @@ def test_a_missing_admin_password_is_a_declaration_problem_as_in_preview(admin, 
     assert any(f"shared.aws.adminSecret: config key devstack:{secret} is not set" in p for p in report.problems)
 
 
-def test_without_a_working_cli_the_plain_config_is_read(tmp_path, admin, monkeypatch):
-    """A broken CLI cannot decrypt secrets: instances are still probed, the admin check says it is unchecked."""
+@pytest.fixture
+def broken_cli(monkeypatch):
+    """`pulumi` cannot run: the stack (and its secrets) cannot be opened."""
     import devstack.ledger
 
     def broken(*_args, **_kwargs):
         raise FileNotFoundError("pulumi")
 
     monkeypatch.setattr(devstack.ledger, "open_stack", broken)
+
+
+def test_without_a_working_cli_the_plain_config_is_read(tmp_path, admin, broken_cli):
+    """A broken CLI cannot decrypt secrets: instances are still probed, the admin check says it is unchecked."""
     shared = shared_config(admin)
     (tmp_path / "doc").mkdir()
     (tmp_path / "doc" / "devstack.yaml").write_text(project_text("doc").replace("uses: aws", "uses: pg")
@@ -161,6 +166,16 @@ def test_without_a_working_cli_the_plain_config_is_read(tmp_path, admin, monkeyp
     pg = next(h for h in report.instances if h.name == "pg")
     assert (pg.reachable, pg.admin, pg.ok) == (True, None, False)
     assert pg.problem == "no admin password in the stack config (devstack:pgAdmin)"
+
+
+def test_without_a_working_cli_the_config_is_read_from_the_programs_stack_config_dir(tmp_path, broken_cli):
+    """Pulumi.yaml's `stackConfigDir` says where the file is, as it does for pulumi itself."""
+    (tmp_path / "Pulumi.yaml").write_text("name: doc\nruntime: python\nstackConfigDir: conf\n")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "Pulumi.doc.yaml").write_text(json.dumps({"config": {
+        "devstack:workspace": {"name": "doc"}, "devstack:pgAdmin": {"secure": "v1:ciphertext"}}}))
+    config, _root, unreadable = doctor._read_config("doc", None, tmp_path)
+    assert (config, unreadable) == ({"devstack:workspace": {"name": "doc"}}, {"devstack:pgAdmin"})
 
 
 def test_malformed_workspace_is_a_problem_not_a_crash(root):
