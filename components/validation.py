@@ -123,6 +123,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
     owners: dict[str, str] = {}
     listed: dict[str, int] = {}
     used: set[str] = set()  # every problem at once: a project with other problems still needs its admin secrets
+    located: list[tuple[ProjectFile, str, YamlFile | None]] = []
     for index, relative in enumerate(workspace.projects):
         if relative in listed:
             again = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
@@ -142,6 +143,8 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         owners.setdefault(project.name, relative)
         problems += _collisions(project, relative, report.file, workspace, claimed)
         projects.append(project)
+        located.append((project, relative, report.file))
+    problems += _reach_clashes(located, workspace)
     if config_is_set is not None:
         problems += _missing_admin_secrets(workspace, used, config_is_set, stack_file, stack_display)
     if problems:
@@ -411,6 +414,36 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
             if attribute not in known:
                 report.add(at, f"${{ref:{ref}}}: instance {name!r} has no attribute {attribute!r} "
                                f"(attributes: {', '.join(known)})")
+
+
+def _reach_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]], workspace: WorkspaceConfig) -> list[Problem]:
+    """Declarations another project's credential on the same server would reach by a name pattern
+    (each kind's `reached_by`): refused here, before either is created, instead of by whichever
+    provider call comes second."""
+    holders: dict[tuple[str, int], dict[str, dict[str, str]]] = {}  # server -> kind -> owner -> its file
+    for project, relative, _file in located:
+        for decl in project.resources:
+            instance = workspace.shared[decl.uses]
+            server = holders.setdefault((server_address(instance.host), instance.port), {})
+            server.setdefault(decl.kind, {}).setdefault(project.name, relative)
+    problems = []
+    for project, relative, file in located:
+        for i, decl in enumerate(project.resources):
+            instance = workspace.shared[decl.uses]
+            if instance.engine not in registry.engines():
+                continue  # reported on the workspace
+            on_server = holders[(server_address(instance.host), instance.port)]
+            reached = registry.kinds(instance.engine)[decl.kind].reached_by(decl.name or project.name, project.name,
+                                                                            on_server)
+            if reached is not None:
+                kind, owner = reached
+                problems.append(Problem(
+                    relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
+                    f"{instance.engine} {decl.kind} {decl.name or project.name!r} would be within reach of project "
+                    f"{owner!r}'s {kind} ({on_server[kind][owner]}), which reaches every {decl.kind} named "
+                    f"{owner!r} or {owner + '-*'!r} on this server (rename one of the projects, or move this "
+                    f"{decl.kind} to another instance)"))
+    return problems
 
 
 def _server(uses: str, other_uses: str, instance: SharedInstance) -> str:

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import lru_cache, wraps
 from types import ModuleType
-from typing import Any, Callable, ClassVar, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
 
 from pulumi.dynamic import (
     CheckFailure,
@@ -153,6 +153,13 @@ class KindProvider(ResourceProvider):
               owner: str) -> tuple[str, str] | None:
         """(field, why) when declaration `name` cannot exist beside `other`, of the same kind on the same
         instance, for a reason beyond their engine names (NATS streams sharing a subject); else None."""
+        return None
+
+    @classmethod
+    def reached_by(cls, name: str, owner: str, holders: Mapping[str, Iterable[str]]) -> tuple[str, str] | None:
+        """(kind, owner) of another project's declaration on the same server whose credential would
+        reach this one by a name pattern (a MinIO key reaches every `<owner>-*` bucket); else None.
+        `holders` maps each kind declared on that server to the projects declaring it."""
         return None
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:

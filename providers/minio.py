@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 from pulumi.dynamic import ReadResult
@@ -59,19 +59,41 @@ class MinioBucket(s3.Bucket):
 
     engine = ENGINE
 
+    @classmethod
+    def reached_by(cls, name: str, owner: str, holders: Mapping[str, Iterable[str]]) -> tuple[str, str] | None:
+        bucket = s3.bucket_name(name, owner)
+        reaching = sorted(o for o in holders.get("access_key", ()) if o != owner and within_reach(bucket, o))
+        return ("access_key", reaching[0]) if reaching else None
+
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
-        bucket = s3.bucket_name(ident.name, ident.owner)
-        reaching = sorted(o for o in key_owners(admin_client(instance)) if o != ident.owner and within_reach(bucket, o))
-        if reaching:
-            raise Conflict(
-                "create", f"bucket {ident}",
-                f"bucket {bucket!r} would be within reach of the access keys of project {reaching[0]!r} ({reaching[0]}-*)",
-                "a project whose name extends another's with '-' cannot keep buckets on an instance where "
-                "the other has access keys; nothing was changed",
-            )
-        return super().create_resource(instance, ident, spec, props)
+        assert isinstance(spec, s3.BucketSpec)
+        bucket, admin = s3.bucket_name(ident.name, ident.owner), admin_client(instance)
+        _refuse_keys_in_reach(admin, ident, bucket)
+        made = not s3.bucket_exists(s3.aws_client(instance, "s3"), bucket)
+        attributes = super().create_resource(instance, ident, spec, props)
+        # Checked again now that the bucket stands: a key made meanwhile (by another project of this
+        # up, or another stack) was checked before it did. Each side checks after its own effect,
+        # so of a racing bucket and key at least one sees the other and undoes itself.
+        try:
+            _refuse_keys_in_reach(admin, ident, bucket)
+        except Conflict:
+            if made:
+                self.remove(instance, ident, Observed(owner=ident.owner, params={"object_lock": spec.object_lock}))
+            raise
+        return attributes
+
+
+def _refuse_keys_in_reach(admin: MinioAdmin, ident: Identity, bucket: str) -> None:
+    reaching = sorted(o for o in key_owners(admin) if o != ident.owner and within_reach(bucket, o))
+    if reaching:
+        raise Conflict(
+            "create", f"bucket {ident}",
+            f"bucket {bucket!r} would be within reach of the access keys of project {reaching[0]!r} ({reaching[0]}-*)",
+            "a project whose name extends another's with '-' cannot keep buckets on an instance where "
+            "the other has access keys; nothing was changed",
+        )
 
 
 class MinioLifecycle(s3.Lifecycle):
@@ -228,6 +250,8 @@ class AccessKey(s3.GuardedKind):
     engine = ENGINE
     kind = "access_key"
     Spec = AccessKeySpec
+    # The project's own buckets first: one still being made (not yet tagged) would look foreign.
+    after_kinds = ("bucket",)
     attributes = ("host", "port", "accessKey", "secretKey", "policy")
     secret_outputs = ("secretKey",)
 
@@ -290,8 +314,16 @@ class AccessKey(s3.GuardedKind):
             # The policy name is taken although the user was free: still not ours to rewrite.
             raise self._conflict("create", ident, Observed(owner=marker_owner(document.get("ID"))))
         self._refuse_foreign_buckets_in_reach(instance, ident)
+        made = _user_info(instance, admin, key) is None
         secret = _secret(ident, key, spec, props.get("credentials", "predictable"))
         self._converge(instance, admin, ident, key, secret, props.get("stack"))
+        # Checked again now that the policy (which marks the key) stands: see MinioBucket.create_resource.
+        try:
+            self._refuse_foreign_buckets_in_reach(instance, ident)
+        except Conflict:
+            if made:
+                self.remove(instance, ident, Observed(owner=ident.owner))
+            raise
         return self._attributes(instance, key, secret)
 
     def update_resource(

@@ -21,7 +21,8 @@ from minio.error import MinioAdminException
 from minio.minioadmin import MinioAdmin
 
 from providers.errors import Conflict, NotFound
-from providers.minio import AccessKey, MinioBucket, MinioLifecycle
+from providers.identity import Identity
+from providers.minio import AccessKey, MinioBucket, MinioLifecycle, tenant_policy
 from tests.engines.conftest import props
 from tests.engines.test_localstack_provider import BucketOutOfBand, Case, KindContract, aws, require_server
 
@@ -494,6 +495,52 @@ def test_a_bucket_is_never_created_within_another_projects_key_reach(owner, buck
     with pytest.raises(Conflict, match=f"within reach of the access keys of project '{owner}'"):
         bucket.create(bucket.check({}, props("minio", "objects", "bucket", extended, extended)).inputs)
     assert not oob.exists(extended)
+
+
+def test_a_bucket_undoes_itself_when_a_key_reaching_it_was_made_while_it_was(owner, configure, oob, minio_admin,
+                                                                             monkeypatch):
+    """Bucket and key check each other before they act: a key that passed its check before the bucket
+    existed (another project of the same up, another stack) is caught by the bucket's check after it."""
+    import providers.s3
+
+    extended, policy = f"{owner}-x", f"devstack-{owner}"
+    make_bucket = providers.s3.Bucket.create_resource
+
+    def key_made_meanwhile(self, *args, **kwargs):
+        attributes = make_bucket(self, *args, **kwargs)
+        # What the key's create does once its own check has passed: project `owner`'s policy reaches `<owner>-x`.
+        minio_admin.policy_add(policy, policy=tenant_policy(Identity("minio", "objects", "access_key", owner, owner), "t"))
+        return attributes
+
+    monkeypatch.setattr(providers.s3.Bucket, "create_resource", key_made_meanwhile)
+    bucket = configure(MinioBucket())
+    try:
+        with pytest.raises(Conflict, match=f"within reach of the access keys of project '{owner}'"):
+            bucket.create(bucket.check({}, props("minio", "objects", "bucket", extended, extended)).inputs)
+        assert not oob.exists(extended)
+    finally:
+        minio_admin.policy_remove(policy)
+        oob.cleanup(extended)
+
+
+def test_a_key_undoes_itself_when_a_bucket_within_its_reach_was_made_while_it_was(owner, configure, oob,
+                                                                                  minio_admin, monkeypatch):
+    extended = f"{owner}-x"
+    converge = AccessKey._converge
+
+    def bucket_made_meanwhile(*args, **kwargs):
+        converge(*args, **kwargs)
+        oob.foreign(extended)  # made after the key's check had listed the buckets
+
+    monkeypatch.setattr(AccessKey, "_converge", staticmethod(bucket_made_meanwhile))
+    key = configure(AccessKey())
+    try:
+        with pytest.raises(Conflict, match=f"bucket '{extended}' is within the key's reach"):
+            key.create(key.check({}, props("minio", "objects", "access_key", owner, owner)).inputs)
+        assert owner not in json.loads(minio_admin.user_list() or "{}")
+        assert f"devstack-{owner}" not in json.loads(minio_admin.policy_list() or "{}")
+    finally:
+        oob.cleanup(extended)
 
 
 def test_a_key_is_refused_while_a_foreign_bucket_sits_within_its_reach(owner, keys, oob):

@@ -212,6 +212,32 @@ def test_one_server_under_two_instance_names_is_one_namespace(tmp_path):
     assert problems(tmp_path / "ok", text.replace("uses: pg2", "uses: pg3"), workspace=workspace) == []
 
 
+def test_a_bucket_within_another_projects_key_reach_is_refused_before_anything_is_made(tmp_path):
+    """A MinIO key of `shop` reaches every `shop-*` bucket: `shop-x`'s bucket would be open to it.
+    Either order of the two files; the bucket is the entry reported, its file naming the key's."""
+    workspace = {"name": "test", "shared": {
+        "objects": {"engine": "minio", "host": "127.0.0.1", "port": 29000, "adminUser": "admin", "adminSecret": "m"},
+        "objects2": {"engine": "minio", "host": "127.0.0.1", "port": 29001, "adminUser": "admin", "adminSecret": "m"},
+    }}
+    key = HEADER + "resources:\n  - uses: objects\n    kind: access_key\n"
+    bucket = HEADER.replace("name: shop", "name: shop-x") + "resources:\n  - uses: objects\n    kind: bucket\n    name: data  # <-\n"
+    for files, bucket_file, key_file in (((key, bucket), "p1", "p0"), ((bucket, key), "p0", "p1")):
+        (problem,) = problems(_fresh(tmp_path), *files, workspace=workspace)
+        assert (problem.file, problem.path, problem.line) == (f"{bucket_file}/devstack.yaml", "resources[0].name",
+                                                             marked_line(bucket))
+        assert f"within reach of project 'shop''s access_key ({key_file}/devstack.yaml)" in problem.message
+        assert "'shop-*'" in problem.message
+    assert problems(_fresh(tmp_path), key, bucket.replace("name: shop-x", "name: shopx"), workspace=workspace) == []
+    assert problems(_fresh(tmp_path), key, bucket.replace("uses: objects", "uses: objects2"), workspace=workspace) == []
+
+
+def _fresh(tmp_path: Path) -> Path:
+    """A new empty directory under tmp_path for one more workspace."""
+    path = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
+    path.mkdir()
+    return path
+
+
 def test_a_project_file_listed_twice(tmp_path):
     (tmp_path / "shop").mkdir()
     (tmp_path / "shop" / "devstack.yaml").write_text(db())
