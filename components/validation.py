@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -264,6 +264,9 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
             else:
                 report.add(loc, _message(error, provider.Spec))
         return
+    for path, value in _beyond_exact_floats(decl.params):
+        report.add(at + ("params", *path), f"{value} is too large: Pulumi carries numbers as 64-bit floats, exact "
+                                           f"only up to {LARGEST_EXACT_INT} (use a smaller value)")
     for param, target in provider.referenced(spec.model_dump(), owner).items():
         target_kind, defaulted = provider.references[param], not getattr(spec, param, None)
         if not any(d.kind == target_kind and d.uses == decl.uses and (d.name or owner) == target
@@ -281,6 +284,22 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
               "owner": owner, "params": decl.params, "credentials": decl.credentials}
     for failure in provider().check({}, inputs).failures or []:
         report.add(at + tuple(failure.property.split(".")), failure.reason)
+
+
+#: The largest integer a param keeps on its way through Pulumi (a JSON number, a float64).
+LARGEST_EXACT_INT = 2**53 - 1
+
+
+def _beyond_exact_floats(value: Any, path: tuple = ()) -> Iterator[tuple[tuple, int]]:
+    """(path, number) of every integer in `value` that Pulumi would round on its way to the provider."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _beyond_exact_floats(item, path + (str(key),))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _beyond_exact_floats(item, path + (index,))
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_EXACT_INT:
+        yield path, value
 
 
 def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:

@@ -414,7 +414,7 @@ class TopicSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    partitions: int = Field(default=1, ge=1)
+    partitions: int = Field(default=1, ge=1, le=100_000)  # the most confluent-kafka's NewTopic accepts
     replication_factor: int = Field(default=1, ge=1, alias="replicationFactor")
     #: Topic configs (retention.ms, cleanup.policy, ...), as Kafka names them.
     config: dict[str, str] = Field(default_factory=dict)

@@ -62,6 +62,8 @@ _NAME_RULE = (
 MARKER_PREFIX = "devstack."
 #: The server's default duplicate window (seconds); it may not exceed max age.
 DUPLICATE_WINDOW = 120.0
+#: The longest duration JetStream takes: the server keeps durations as int64 nanoseconds.
+MAX_SECONDS = (2**63 - 1) // 10**9
 CONNECT_TIMEOUT = 5
 API_TIMEOUT = 10.0
 
@@ -378,7 +380,7 @@ class StreamSpec(BaseModel):
     subjects: list[str] | None = Field(default=None, min_length=1)
     retention: Literal["limits", "interest", "workqueue"] = "limits"
     storage: Literal["file", "memory"] = "file"
-    max_age: int = Field(default=0, ge=0, alias="maxAge", description="seconds; 0 = unlimited")
+    max_age: int = Field(default=0, ge=0, le=MAX_SECONDS, alias="maxAge", description="seconds; 0 = unlimited")
     max_bytes: int = Field(default=-1, ge=-1, alias="maxBytes", description="-1 = unlimited")
     max_msgs: int = Field(default=-1, ge=-1, alias="maxMsgs", description="-1 = unlimited")
     replicas: int = Field(default=1, ge=1, le=5)
@@ -514,7 +516,7 @@ class ConsumerSpec(BaseModel):
     filter_subject: str | None = Field(default=None, alias="filterSubject")
     deliver_policy: Literal["all", "last", "new", "last_per_subject"] = Field(default="all", alias="deliverPolicy")
     ack_policy: Literal["explicit", "all", "none"] = Field(default="explicit", alias="ackPolicy")
-    ack_wait: int = Field(default=30, ge=1, alias="ackWait", description="seconds")
+    ack_wait: int = Field(default=30, ge=1, le=MAX_SECONDS, alias="ackWait", description="seconds")
     max_deliver: int = Field(default=-1, ge=-1, alias="maxDeliver", description="-1 = unlimited")
     description: str = ""
 
@@ -690,7 +692,7 @@ class KvSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     history: int = Field(default=1, ge=1, le=64, description="values kept per key")
-    ttl: int = Field(default=0, ge=0, description="seconds a value lives; 0 = forever")
+    ttl: int = Field(default=0, ge=0, le=MAX_SECONDS, description="seconds a value lives; 0 = forever")
     max_bytes: int = Field(default=-1, ge=-1, alias="maxBytes", description="-1 = unlimited")
     storage: Literal["file", "memory"] = "file"
     replicas: int = Field(default=1, ge=1, le=5)

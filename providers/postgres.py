@@ -370,19 +370,29 @@ class Database(KindProvider):
             # Re-checked under the lock: another stack may have taken the name since observe.
             self._check_database_owner(conn, ident, database)
             _check_extensions(conn, ident, spec.extensions)
-            self._ensure_role(conn, ident, role, password, marker)
+            made_role = self._ensure_role(conn, ident, role, password, marker)
             adopted = _database_exists(conn, database)
             if not adopted:
-                conn.execute(
-                    sql.SQL(
-                        "CREATE DATABASE {} OWNER {} ENCODING {} LOCALE {} TEMPLATE template0"
-                    ).format(
-                        sql.Identifier(database),
-                        sql.Identifier(role),
-                        sql.Literal(spec.encoding),
-                        sql.Literal(spec.locale),
+                try:
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE DATABASE {} OWNER {} ENCODING {} LOCALE {} TEMPLATE template0"
+                        ).format(
+                            sql.Identifier(database),
+                            sql.Identifier(role),
+                            sql.Literal(spec.encoding),
+                            sql.Literal(spec.locale),
+                        )
                     )
-                )
+                except (psycopg.errors.WrongObjectType, psycopg.errors.InvalidParameterValue) as err:
+                    if made_role:  # a role without its database would be left to nobody: gc cannot see it
+                        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                    raise InvalidSpec(
+                        "create", f"database {ident}",
+                        f"the server refused params.locale {spec.locale!r}: {str(err).strip().splitlines()[0]}",
+                        "set params.locale to a locale the server has (`locale -a` on its machine; C.UTF-8 always "
+                        "works); nothing was created",
+                    ) from err
             self._converge(conn, database, role, spec, marker)
             if adopted:  # what an earlier declaration had installed and this one no longer lists goes, as on update
                 unlisted = set(_managed_extensions(instance, database)) - set(spec.extensions)
@@ -450,7 +460,8 @@ class Database(KindProvider):
         if row is not None and database_owner(*row) != ident.owner:
             raise self._conflict(verb, ident, Observed(owner=database_owner(*row)))
 
-    def _ensure_role(self, conn: psycopg.Connection, ident: Identity, role: str, password: str, marker: str) -> None:
+    def _ensure_role(self, conn: psycopg.Connection, ident: Identity, role: str, password: str, marker: str) -> bool:
+        """Create the project's LOGIN role, or take over its existing one; True when it was created."""
         row = role_row(conn, role)
         if row is not None and (row.owner != ident.owner or row.marker_kind != PROJECT_ROLE):
             raise self._conflict("create", ident, Observed(owner=row.owner))
@@ -464,6 +475,7 @@ class Database(KindProvider):
             else:
                 _set_password(conn, role, password)  # also turns a placeholder made by `user` into a LOGIN role
             _comment_role(conn, role, marker)
+        return row is None
 
     def _converge(self, conn: psycopg.Connection, database: str, role: str, spec: DatabaseSpec, marker: str) -> None:
         """Bring owner, connection limit, grants and marker in line; each step is idempotent."""

@@ -61,6 +61,8 @@ class TestMinioBucket(KindContract):
 @pytest.mark.parametrize("name, owner, rule", [
     pytest.param("Data", "shop", "lowercase letters, digits", id="uppercase"),
     pytest.param("a..b", "shop", "must not contain '..'", id="double-dot"),
+    pytest.param("a.-b", "shop", "must not have '-' next to '.'", id="dot-hyphen"),
+    pytest.param("a-.b", "shop", "must not have '-' next to '.'", id="hyphen-dot"),
     pytest.param("x" * 60, "shop", "3-63 characters", id="too-long"),
     pytest.param("ab", "ab", "3-63 characters", id="too-short"),
     pytest.param("data-", "shop", "begin and end with a letter or digit", id="trailing-hyphen"),

@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from providers.errors import Conflict, EngineUnavailable
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec
 from providers.postgres import Database
 from tests.engines.conftest import props
 
@@ -91,6 +91,16 @@ def test_foreign_database_is_a_conflict_and_untouched(database, owner, admin_con
     with pytest.raises(Conflict, match="devstack does not manage"):
         database.create(props("postgres", "pg", "database", owner, owner))
     assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
+
+
+def test_a_locale_the_server_lacks_is_invalid_spec_and_leaves_no_role(database, owner, admin_conn):
+    """The server checks locales, not the model: refused, the call leaves nothing behind (a role without
+    its database is invisible to gc)."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, {"locale": "xx_YY.UTF-8"})).inputs
+    with pytest.raises(InvalidSpec, match=r"params.locale 'xx_YY.UTF-8'.*set params.locale to a locale the server has"):
+        database.create(inputs)
+    assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
+    assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (owner,)).fetchone() is None
 
 
 def test_engine_down_names_engine_address_and_fix(configure, owner, local_workspace):

@@ -156,6 +156,26 @@ PROVIDER_RULES = [
 ]
 
 
+ENGINE_LIMITS = [
+    (HEADER + "resources:\n  - uses: events\n    kind: stream\n    params:\n      maxBytes: 1000000000000000000000  # <-\n",
+     "resources[0].params.maxBytes", "is too large: Pulumi carries numbers as 64-bit floats"),
+    (HEADER + "resources:\n  - uses: aws\n    kind: table\n    params:\n      hashKey: {name: id}\n"
+              "      billingMode: PROVISIONED\n      readCapacity: 100000000000000000000  # <-\n      writeCapacity: 1\n",
+     "resources[0].params.readCapacity", "is too large"),
+    (HEADER + "resources:\n  - uses: events\n    kind: stream\n    params:\n      maxAge: 1000000000000  # <-\n",
+     "resources[0].params.maxAge", "less than or equal to 9223372036"),
+    (HEADER + "resources:\n  - uses: kafka\n    kind: topic\n    params:\n      partitions: 100000000  # <-\n",
+     "resources[0].params.partitions", "less than or equal to 100000"),
+]
+
+
+@pytest.mark.parametrize("text, path, message", ENGINE_LIMITS, ids=[c[1] for c in ENGINE_LIMITS])
+def test_numbers_an_engine_or_pulumi_cannot_carry_are_validation_problems(tmp_path, text, path, message):
+    """Before, each passed validation and failed mid-up with a traceback or an engine's own error."""
+    (problem,) = problems(tmp_path, text, workspace=ALL_ENGINES)
+    assert (problem.path, problem.line) == (path, marked_line(text)) and message in problem.message, str(problem)
+
+
 @pytest.mark.parametrize("text, path, message", PROVIDER_RULES, ids=[c[1] for c in PROVIDER_RULES])
 def test_provider_rules_are_validation_problems(tmp_path, text, path, message):
     found = problems(tmp_path, text, workspace=ALL_ENGINES)
