@@ -88,8 +88,19 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
         return f"must be {expected} (got {_shown(error.get('input'))})"
+    if kind in ("model_type", "dict_type"):  # pydantic's wording names our model classes
+        return f"must be a mapping (got {_shown(error.get('input'))})"
     message = error["msg"].removeprefix("Value error, ")  # pydantic's wording for a validator's own message
-    return f"{message} (got {_shown(error.get('input'))})"
+    fix = _WRITE_INSTEAD.get(kind)
+    return f"{message} (got {_shown(error.get('input'))}{'; ' + fix if fix else ''})"
+
+
+#: What to write instead, by pydantic's error type: values keep the type YAML gives them (no "yes" for true).
+_WRITE_INSTEAD = {
+    "bool_type": "write true or false, unquoted",
+    "int_type": "write a whole number, unquoted",
+    "float_type": "write a number, unquoted",
+}
 
 
 def _shown(value: Any, limit: int = 60) -> str:
@@ -167,7 +178,9 @@ def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report
     path = root / relative
     if not path.is_file():
         report = _Report(None, relative)
-        report.add((), f"the file does not exist (listed in devstack:workspace.projects[{index}]; fix the path or create it)")
+        listed = f"listed in devstack:workspace.projects[{index}]"
+        report.add((), f"the path is a directory ({listed}; name the devstack.yaml in it)" if path.is_dir()
+                   else f"the file does not exist ({listed}; fix the path or create it)")
         return report, None
     try:
         file = load_yaml(path, relative)
@@ -178,10 +191,23 @@ def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         report = _Report(None, relative)
-        report.problems.append(Problem(relative, "", mark.line + 1 if mark else None, f"not valid YAML: {getattr(err, 'problem', err)}"))
+        report.problems.append(Problem(relative, "", mark.line + 1 if mark else None, _yaml_message(err, path)))
         return report, None
     report = _Report(file, relative)
     return report, check_project(file.data, workspace, report)
+
+
+def _yaml_message(err: yaml.YAMLError, path: Path) -> str:
+    """The parser's problem with what it was doing and where it began (an unclosed `{` two lines up)."""
+    problem, context = getattr(err, "problem", None) or str(err), getattr(err, "context", None)
+    began = getattr(err, "context_mark", None)
+    if context and began is not None:
+        problem = f"{problem}, {context} begun on line {began.line + 1}"
+    mark = getattr(err, "problem_mark", None)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if mark is not None and mark.line < len(lines) and "\t" in lines[mark.line][: mark.column + 1]:
+        problem += " (a tab: YAML indents with spaces only)"
+    return f"not valid YAML: {problem}"
 
 
 def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> ProjectFile | None:
@@ -253,7 +279,7 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
         report.add(at + ("name",), f"{err.cause} (name {decl.name or owner!r}"
                                    f"{'' if decl.name else ', the project name'} cannot be a {instance.engine} {decl.kind} name)")
     try:
-        spec = provider.Spec.model_validate(decl.params)
+        spec = provider.Spec.model_validate(decl.params, strict=True)
     except ValidationError as err:
         for error in err.errors():
             loc = at + ("params",) + tuple(error["loc"])
@@ -415,6 +441,8 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         report.add(at, "env values must be strings or numbers (use env.import for resource attributes)")
         return
+    if "${ref:" in REF.sub("", str(value)):
+        report.add(at, "a ${ref:...} is not closed with '}' (write ${ref:workspace.shared.<instance>.<attribute>})")
     for ref in REF.findall(str(value)):
         match = REF_TARGET.match(ref)
         if not match:
@@ -433,6 +461,9 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
             if attribute not in known:
                 report.add(at, f"${{ref:{ref}}}: instance {name!r} has no attribute {attribute!r} "
                                f"(attributes: {', '.join(known)})")
+            elif templates.instance_attributes(instance.engine, instance)[attribute] == "":
+                report.add(at, f"${{ref:{ref}}}: instance {name!r} sets no {attribute} (set "
+                               f"shared.{name}.{attribute} in the stack config, or drop this variable)")
 
 
 def _reach_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]], workspace: WorkspaceConfig) -> list[Problem]:

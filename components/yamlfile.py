@@ -37,14 +37,16 @@ def load_yaml(path: Path, display: str) -> YamlFile:
     A key given twice in one mapping is such an error too: YAML would keep the
     last one silently (a second `DATABASE_URL:` replacing the first)."""
     loader = SafeLoader(path.read_text(encoding="utf-8"))
+    lines: dict[FieldPath, int] = {}
     try:
         node = loader.get_single_node()  # one parse gives both the data and its marks
+        if node is not None:
+            # Indexed first: constructing merges `<<: *anchor` keys into the node itself, after
+            # which a key the mapping overrides would look given twice.
+            _index(node, (), lines)
         data = loader.construct_document(node) if node is not None else None
     finally:
         loader.dispose()
-    lines: dict[FieldPath, int] = {}
-    if node is not None:
-        _index(node, (), lines)
     return YamlFile(path=path, display=display, data=data, lines=lines)
 
 

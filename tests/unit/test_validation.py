@@ -81,7 +81,7 @@ CASES = [
     (db("    params:\n      connectionLimit: lots  # <-\n"), "resources[0].params.connectionLimit", "valid integer"),
     (db("    params:\n      connectionLimit: -5  # <-\n"), "resources[0].params.connectionLimit", "greater than or equal to -1"),
     (db("    params:\n      encoding: [UTF8]  # <-\n"), "resources[0].params.encoding", "valid string"),
-    (db("    params: 3  # <-\n"), "resources[0].params", "valid dictionary"),
+    (db("    params: 3  # <-\n"), "resources[0].params", "must be a mapping (got 3)"),
     # collisions inside one project
     (db() + "  - uses: pg\n    kind: database\n    name: shop  # <-\n", "resources[1].name", "collides with p0/devstack.yaml resources[0]"),
     (HEADER + "resources:\n  - {uses: pg, kind: database, name: my-db}\n  - {uses: pg, kind: database, name: my_db}  # <-\n",
@@ -115,6 +115,10 @@ CASES = [
      "services.api.env.H", "has no attribute 'colour'"),
     (HEADER + "services:\n  api:\n    env:\n      H: ${ref:pg.host}  # <-\n",
      "services.api.env.H", "must read workspace.shared.<instance>.<attribute>"),
+    (HEADER + "services:\n  api:\n    env:\n      V: ${ref:workspace.shared.pg.version}  # <-\n",
+     "services.api.env.V", "instance 'pg' sets no version (set shared.pg.version in the stack config"),
+    (HEADER + "services:\n  api:\n    env:\n      F: x-${ref:workspace.shared.pg.host  # <-\n",
+     "services.api.env.F", "a ${ref:...} is not closed with '}'"),
     (HEADER + "services:\n  api:\n    env:\n      H: {nested: 1}  # <-\n",
      "services.api.env.H", "must be strings or numbers"),
     (HEADER + "services:\n  api:\n    env:\n      bad-name: x  # <-\n",
@@ -167,6 +171,27 @@ ENGINE_LIMITS = [
     (HEADER + "resources:\n  - uses: kafka\n    kind: topic\n    params:\n      partitions: 100000000  # <-\n",
      "resources[0].params.partitions", "less than or equal to 100000"),
 ]
+
+
+LOOSE_TYPES = [
+    (HEADER + "resources:\n  - uses: pg\n    kind: database\n    params:\n      connectionLimit: true  # <-\n",
+     "resources[0].params.connectionLimit", "valid integer"),
+    (HEADER + "resources:\n  - uses: cache\n    kind: acl_user\n    params:\n      readOnly: \"yes\"  # <-\n",
+     "resources[0].params.readOnly", "valid boolean (got 'yes'; write true or false, unquoted)"),
+    (HEADER + "resources:\n  - uses: aws\n    kind: queue\n    params:\n      delaySeconds: \"7\"  # <-\n",
+     "resources[0].params.delaySeconds", "valid integer"),
+    (HEADER + "resources:\n  - uses: kafka\n    kind: topic\n    params:\n      partitions: 2.5  # <-\n",
+     "resources[0].params.partitions", "valid integer"),
+    (HEADER + "resources:\n  - uses: objects\n    kind: bucket\n    params:\n      versioning: \"no\"  # <-\n",
+     "resources[0].params.versioning", "valid boolean"),
+]
+
+
+@pytest.mark.parametrize("text, path, message", LOOSE_TYPES, ids=[c[1] for c in LOOSE_TYPES])
+def test_params_take_their_own_types_as_purge_does(tmp_path, text, path, message):
+    """A quoted "yes" or a boolean where a number goes is a mistake to point at, not to convert."""
+    (problem,) = problems(tmp_path, text, workspace=ALL_ENGINES)
+    assert (problem.path, problem.line) == (path, marked_line(text)) and message in problem.message, str(problem)
 
 
 @pytest.mark.parametrize("text, path, message", ENGINE_LIMITS, ids=[c[1] for c in ENGINE_LIMITS])
@@ -345,6 +370,17 @@ def test_a_key_given_twice_in_a_mapping_is_a_yaml_problem(tmp_path):
     assert problem.line == marked_line(text)
 
 
+def test_a_merge_key_override_is_not_a_key_given_twice(tmp_path):
+    """`<<: *anchor` then a key of its own is YAML's way to reuse an entry; the duplicate-key check
+    used to see the merged copy and refuse it."""
+    text = HEADER + "resources:\n  - &pg {uses: pg, kind: database, name: one}\n  - {<<: *pg, name: two}\n"
+    assert problems(tmp_path, text) == []
+    (tmp_path / "typo").mkdir()
+    broken = text.replace("name: two}", "name: two, purge: maybe}  # <-")
+    (problem,) = problems(tmp_path / "typo", broken)  # lines still point at the entry that merges
+    assert (problem.path, problem.line) == ("resources[1].purge", marked_line(broken))
+
+
 def test_every_problem_is_reported_at_once(tmp_path):
     text = (HEADER + "resources:\n  - uses: mysql\n    kind: database\n"
             "  - uses: pg\n    kind: table\n  - uses: pg\n    kind: database\n    credentials: x\n")
@@ -356,6 +392,25 @@ def test_yaml_syntax_error_has_its_line(tmp_path):
     text = HEADER + "resources:\n  - uses: pg\n    kind: [database\n"
     found = problems(tmp_path, text)
     assert len(found) == 1 and "not valid YAML" in found[0].message and found[0].line == 7
+
+
+@pytest.mark.parametrize("text, line, says", [
+    (HEADER + "resources: {uses: pg,\n  kind: database\nservices: {}\n", 6,
+     "did not find expected ',' or '}', while parsing a flow mapping begun on line 4"),
+    (HEADER + "resources:\n\t- uses: pg\n", 5, "(a tab: YAML indents with spaces only)"),
+    (HEADER + "---\nname: other\n", 4, "but found another document, expected a single document in the stream"),
+], ids=["unclosed-brace", "tab", "two-documents"])
+def test_a_yaml_syntax_error_says_where_what_it_broke_began(tmp_path, text, line, says):
+    (problem,) = problems(tmp_path, text)
+    assert problem.line == line and says in problem.message, str(problem)
+
+
+def test_a_project_path_that_is_a_directory_says_so(tmp_path):
+    (tmp_path / "shop").mkdir()
+    with pytest.raises(WorkspaceInvalid) as invalid:
+        validate({**WORKSPACE, "projects": ["shop"]}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    assert [str(p) for p in invalid.value.problems] == [
+        "shop: <document>: the path is a directory (listed in devstack:workspace.projects[0]; name the devstack.yaml in it)"]
 
 
 @pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n"], ids=["list", "scalar"])
@@ -395,7 +450,7 @@ def test_instance_version_may_be_a_number_and_port_must_be_one(tmp_path):
 def test_a_section_of_the_wrong_shape_is_quoted_short(tmp_path):
     workspace = {**WORKSPACE, "shared": [{"name": f"instance-{i}", "engine": "postgres"} for i in range(20)]}
     (problem,) = problems(tmp_path, HEADER, workspace=workspace)
-    assert problem.path == "config.devstack:workspace.shared" and "valid dictionary" in problem.message
+    assert problem.path == "config.devstack:workspace.shared" and "must be a mapping" in problem.message
     assert len(problem.message) < 120 and problem.message.endswith(" ...)")
 
 
