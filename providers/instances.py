@@ -8,6 +8,7 @@ each names the config key of its admin secret. Providers receive both through
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -30,6 +31,15 @@ class SharedInstance(BaseModel):
     admin_user: str = Field(alias="adminUser")
     admin_secret: str = Field(alias="adminSecret", description="config key holding the admin password")
     admin_password: SecretStr | None = Field(default=None, exclude=True)
+
+    def start_hint(self) -> str:
+        """What to do when the instance does not answer: start it, or point the config at it."""
+        try:
+            socket.gethostbyname(self.host)
+        except OSError:
+            return f"{self.host!r} names no address: fix shared.{self.name}.host in the stack config"
+        return (f"start it with `python -m tools.engines start {self.engine}`, or fix shared.{self.name}.host "
+                f"and .port in the stack config if it runs elsewhere")
 
     @field_validator("host")
     @classmethod

@@ -132,7 +132,7 @@ _AUTH_HINT = "the admin credential in the stack config does not match the broker
 def unavailable(instance: SharedInstance, cause: str, rejected: bool = False) -> EngineUnavailable:
     return EngineUnavailable(
         "connect to", f"kafka instance {instance.name!r} at {instance.address}", cause,
-        _AUTH_HINT if rejected else "start it with `python -m tools.engines start kafka`",
+        _AUTH_HINT if rejected else instance.start_hint(),
     )
 
 

@@ -215,7 +215,7 @@ async def open_session(instance: SharedInstance) -> Session:
             str(cause) or type(cause).__name__,
             # `start` rewrites the server's config with the stack's admin credential.
             "the admin credential does not match the server's; run `python -m tools.engines start nats`"
-            if rejected else "start it with `python -m tools.engines start nats`",
+            if rejected else instance.start_hint(),
         ) from err
     server = nc.connected_server_version
     if not FEATURES["metadata"]((server.major, server.minor)):

@@ -95,7 +95,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             f"postgres instance {instance.name!r} at {instance.address}",
             str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__,
             f"check devstack:{instance.admin_secret} in the stack config" if refused
-            else "start it with `python -m tools.engines start postgres`",
+            else instance.start_hint(),
         ) from err
     with conn:
         try:

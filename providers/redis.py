@@ -109,7 +109,7 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
         hint = (
             f"check devstack:{instance.admin_secret} in the stack config"
             if isinstance(err, redis_py.AuthenticationError)
-            else "start it with `python -m tools.engines start redis`"
+            else instance.start_hint()
         )
         raise EngineUnavailable(
             "connect to", f"redis instance {instance.name!r} at {instance.address}", str(err) or type(err).__name__, hint

@@ -134,7 +134,7 @@ def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
         cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineUnavailable(
             "connect to", f"{engine} instance {instance.name!r} at {instance.address}", cause,
-            f"start it with `python -m tools.engines start {engine}`",
+            instance.start_hint(),
         ) from err
 
 

@@ -108,3 +108,11 @@ def test_engine_down_names_engine_address_and_fix(configure, owner, local_worksp
     provider._instances["pg"] = provider._instances["pg"].model_copy(update={"port": 1})
     with pytest.raises(EngineUnavailable, match=r"postgres instance 'pg' at 127\.0\.0\.1:1.*tools\.engines start postgres"):
         provider.create(props("postgres", "pg", "database", owner, owner))
+
+
+def test_a_host_that_names_no_address_is_a_config_fix_not_a_start(configure, owner):
+    """A typo in the host (`127.0.0.l`) is not an engine that is down: starting it would not help."""
+    provider = configure(Database())
+    provider._instances["pg"] = provider._instances["pg"].model_copy(update={"host": "127.0.0.l"})
+    with pytest.raises(EngineUnavailable, match=r"'127\.0\.0\.l' names no address: fix shared\.pg\.host in the stack config"):
+        provider.create(props("postgres", "pg", "database", owner, owner))
