@@ -115,18 +115,21 @@ def _kind_columns(page: ledger.ResourcePage) -> list[tuple[str, str]]:
     kinds = {(r.engine, r.kind) for r in page.items}
     if len(kinds) != 1:
         return []
-    try:
-        from devstack.imperative import columns_for  # written beside this module
+    from devstack.imperative import columns_for  # imports this module: read at call time
 
-        return columns_for(*kinds.pop())
-    except (ImportError, ValueError, KeyError):
+    engine, kind = kinds.pop()
+    try:
+        return columns_for(engine, kind)
+    except KeyError:  # a kind of an older release, gone from the templates: the common columns only
         return []
+    except ValueError as err:  # the template's own mistake, named by file and column
+        raise DevstackError("list", f"{engine} {kind} resources", str(err), "fix the template's columns") from None
 
 
 def _cell(attributes: dict[str, Any], path: str) -> str:
-    value: Any = attributes
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
+    from devstack.imperative import column_value
+
+    value = column_value(attributes, path)
     return "-" if value is None else str(value)
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from components.models import WorkspaceConfig
 from devstack import imperative
-from devstack.errors import InvalidQuery, NotFound
+from devstack.errors import DevstackError, InvalidQuery, NotFound
 
 
 def instance(engine: str, port: int) -> dict:
@@ -147,6 +147,28 @@ def test_declared_columns_win_and_are_checked(tmp_path, monkeypatch):
             imperative.columns_for("nats", "consumer")
     finally:
         imperative._columns.cache_clear()
+
+
+def test_resource_list_fails_on_a_broken_column_and_indexes_lists(tmp_path, monkeypatch):
+    """`devstack resource list` used to drop a template's broken columns without a word, and its
+    cells followed dict keys only."""
+    from components import templates
+    from devstack import ledger_cli
+
+    source = yaml.safe_load((templates.TEMPLATES_DIR / "nats.yaml").read_text())
+    source["kinds"]["consumer"]["columns"] = [{"name": "X", "path": "nope"}]
+    (tmp_path / "nats.yaml").write_text(yaml.safe_dump(source))
+    monkeypatch.setattr(templates, "TEMPLATES_DIR", tmp_path)
+    imperative._columns.cache_clear()
+    page = SimpleNamespace(items=[SimpleNamespace(engine="nats", kind="consumer")])
+    try:
+        with pytest.raises(DevstackError, match=r"cannot list nats consumer resources: templates/nats.yaml: "
+                                                r"kinds.consumer.columns\[0\]: 'nope'"):
+            ledger_cli._kind_columns(page)
+    finally:
+        imperative._columns.cache_clear()
+    assert ledger_cli._cell({"member_of": ["a", "b"]}, "member_of.1") == "b"
+    assert ledger_cli._cell({"member_of": ["a"]}, "member_of.1") == "-"
 
 
 def test_check_mirrors_projects_outside_the_work_dir(tmp_path):
