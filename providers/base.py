@@ -251,6 +251,20 @@ class KindProvider(ResourceProvider):
                 f"old one with its old purge: true, so its data would be dropped",
                 "set purge: false alone and run `pulumi up` first, then make the change",
             )
+        # What names or holds the engine object: a change there makes another object (a consumer on another stream).
+        elsewhere = [name for name in replaces if name.removeprefix("params.") in (*Identity.field_names(), *self.references)]
+        fixed = [name for name in replaces if name not in elsewhere]
+        if fixed and not elsewhere and not olds.get("purge"):
+            # The same engine object: the old one is kept (purge false when it is deleted) and the new one
+            # would take it back with the old value, which create refuses mid-up. Refused here, in preview.
+            raise Unsupported(
+                "replace", f"{self.kind} {Identity.from_props(news)}",
+                f"{', '.join(fixed)} cannot change in place, and under purge: false the replacement would take "
+                f"back the kept {self.kind}, old value and all",
+                "restore the old value; or set purge: true alone and run `pulumi up` first, then make the change "
+                "(its data is dropped); or give it a new `name` (the old one is kept)" if not news.get("purge")
+                else "set purge: true alone and run `pulumi up` first, then make the change (its data is dropped)",
+            )
         changes = [f"params.{key}" for key in changed_params if f"params.{key}" not in replaces]
         changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]
         changes += self.drift(olds) + (["passwordInSync"] if olds.get("passwordInSync") is False else [])

@@ -101,7 +101,7 @@ def kafka_name(name: str, owner: str) -> str:
     if not _TOPIC_CHARS.match(name) or name in (".", ".."):
         raise InvalidSpec("map", f"name {name!r}", "Kafka names use letters, digits, '.', '_' and '-' only")
     if len(mapped) > MAX_TOPIC:
-        raise InvalidSpec("map", repr(mapped), f"Kafka topic names are at most {MAX_TOPIC} characters")
+        raise InvalidSpec("map", repr(mapped), f"Kafka names (topics, principals, groups) are at most {MAX_TOPIC} characters")
     return mapped
 
 

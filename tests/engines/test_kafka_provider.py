@@ -224,7 +224,7 @@ def test_partition_decrease_is_refused_with_the_reason(topic, owner, kadmin):
 def test_replication_factor_replaces(topic, owner, kadmin):
     outs = topic.create(topic_inputs(topic, owner)).outs
     news = topic_inputs(topic, owner, replicationFactor=2)
-    diff = topic.diff("id", outs, news)
+    diff = topic.diff("id", {**outs, "purge": True}, {**news, "purge": True})
     assert diff.replaces == ["params.replication_factor"] and diff.delete_before_replace
     with pytest.raises(Unsupported, match="exists with params.replicationFactor 1"):
         topic.create(news)  # adopting cannot change it in place

@@ -381,8 +381,8 @@ class KindContract:
             return  # every param of this kind changes in place
         # diff is pure and sees params only: the cross-field rules of check() do not matter here.
         spec = case.kind.Spec.model_validate({**case.params, **case.replace})
-        replaced = {**self.inputs(provider, case, owner), "params": spec.model_dump(mode="json")}
-        diff = provider.diff("id", outs, replaced)
+        replaced = {**self.inputs(provider, case, owner), "params": spec.model_dump(mode="json"), "purge": True}
+        diff = provider.diff("id", {**outs, "purge": True}, replaced)  # under purge: false, refused (see test_diff)
         assert (diff.replaces, diff.delete_before_replace) == (list(case.replaces), True)
 
     def test_read_detects_drift_and_disappearance(self, case, kit):
@@ -569,8 +569,8 @@ def test_table_key_shorthand_and_range_key(provider_for, owner):
         schema = oob.ddb.describe_table(TableName=name)["Table"]["KeySchema"]
         assert schema == [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "at", "KeyType": "RANGE"}]
         assert table.diff("id", table.read("id", outs).outs, inputs).changes is False
-        dropped_range = checked(table, "events", owner, {"hashKey": "pk"})
-        assert table.diff("id", outs, dropped_range).replaces == ["params.range_key"]
+        dropped_range = {**checked(table, "events", owner, {"hashKey": "pk"}), "purge": True}
+        assert table.diff("id", {**outs, "purge": True}, dropped_range).replaces == ["params.range_key"]
     finally:
         oob.cleanup(name)
 

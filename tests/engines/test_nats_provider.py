@@ -198,9 +198,9 @@ def test_stream_copying_in_or_publishing_out_is_drift_and_removed(stream, owner,
 
 @pytest.mark.parametrize("param, value", [("retention", "workqueue"), ("storage", "memory")])
 def test_stream_retention_and_storage_replace(stream, owner, js, param, value):
-    inputs = checked(stream, props("nats", "events", "stream", owner, owner))
+    inputs = checked(stream, props("nats", "events", "stream", owner, owner, purge=True))
     outs = stream.create(inputs).outs
-    news = checked(stream, props("nats", "events", "stream", owner, owner, {param: value}), outs)
+    news = checked(stream, props("nats", "events", "stream", owner, owner, {param: value}, purge=True), outs)
     diff = stream.diff("id", outs, news)
     assert diff.replaces == [f"params.{param}"] and diff.delete_before_replace
     # Adopting the old stream under the new spec refuses and names the field and its live value.
@@ -350,7 +350,7 @@ def test_consumer_create_only_params_replace(consumer, owner, owned_stream, para
     outs = consumer.create(consumer_inputs(consumer, owner)).outs
     news = checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": owner, **params}))
     (key,) = [k for k in news["params"] if news["params"][k] != outs["params"][k]]
-    diff = consumer.diff("id", outs, news)
+    diff = consumer.diff("id", {**outs, "purge": True}, {**news, "purge": True})
     assert diff.replaces == [f"params.{key}"] and diff.delete_before_replace
 
 
@@ -471,7 +471,7 @@ def test_kv_update_in_place_then_drift(kv, owner, js):
 def test_kv_storage_replaces(kv, owner):
     outs = kv.create(kv_inputs(kv, owner)).outs
     news = kv_inputs(kv, owner, storage="memory")
-    assert kv.diff("id", outs, news).replaces == ["params.storage"]
+    assert kv.diff("id", {**outs, "purge": True}, {**news, "purge": True}).replaces == ["params.storage"]
     with pytest.raises(Unsupported, match='exists with params.storage "file"'):
         kv.create(news)
 

@@ -233,7 +233,8 @@ def test_password_reset_outside_is_drift_and_set_again(kind, database, user, own
 def test_database_drift_owner_changed_and_encoding_replaces(database, owner, admin_conn):
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
-    assert database.diff("id", outs, {**inputs, "params": {**inputs["params"], "locale": "C"}}).replaces == ["params.locale"]
+    relocaled = {**inputs, "params": {**inputs["params"], "locale": "C"}, "purge": True}
+    assert database.diff("id", {**outs, "purge": True}, relocaled).replaces == ["params.locale"]
     admin_conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(owner + "_other")))
     admin_conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(owner), sql.Identifier(owner + "_other")))
     refreshed = database.read("id", outs).outs

@@ -124,8 +124,11 @@ def test_index_update_in_place_and_replace_on_pinned_index(index, owner, admin_r
     assert index.update("id", outs, moved).outs["db"] == outs["db"]
     assert allocation(admin_redis, owner)["stack"] == "other-stack"
     pinned = {**inputs, "params": {"index": outs["db"] + 1}}
-    assert index.diff("id", outs, pinned).replaces == ["params.index"]
-    assert index.diff("id", outs, pinned).delete_before_replace is True
+    purged = {**outs, "purge": True}
+    assert index.diff("id", purged, {**pinned, "purge": True}).replaces == ["params.index"]
+    assert index.diff("id", purged, {**pinned, "purge": True}).delete_before_replace is True
+    with pytest.raises(Unsupported, match="cannot change in place, and under purge: false"):
+        index.diff("id", outs, pinned)  # the retained index would be taken back: refused in preview
     # Retained (not purged) and then re-created with another pin: a clear error, not a silent move.
     with pytest.raises(Unsupported, match=f"already holds index {outs['db']}"):
         index.create(pinned)
@@ -150,7 +153,8 @@ def test_index_pinned_to_the_one_it_holds_or_unpinned_stays(index, owner, admin_
     assert index.create(inputs).outs["db"] == outs["db"]
     assert in_db(admin_redis, outs["db"]).get(f"{owner}:kept") == "1"
     # Another index is still a replacement.
-    assert index.diff("id", outs, {**inputs, "params": {"index": outs["db"] + 1}}).replaces == ["params.index"]
+    assert index.diff("id", {**outs, "purge": True},
+                      {**inputs, "params": {"index": outs["db"] + 1}, "purge": True}).replaces == ["params.index"]
 
 
 def test_index_pinned_and_the_index_of_someone_else(index, owner, admin_redis):

@@ -28,8 +28,6 @@ def changed(**overrides):
         pytest.param(changed(name="shop2"), ["name"], True, id="name-replaces"),
         pytest.param(changed(owner="blog"), ["owner"], True, id="owner-replaces"),
         pytest.param(changed(instance="pg2"), ["instance"], True, id="instance-replaces"),
-        pytest.param(changed(params={"encoding": "LATIN1"}), ["params.encoding"], True, id="encoding-replaces"),
-        pytest.param(changed(params={"locale": "C"}), ["params.locale"], True, id="locale-replaces"),
         pytest.param(changed(params={"connection_limit": 5}), [], True, id="limit-updates"),
         pytest.param(changed(credentials="generated"), [], True, id="credentials-update"),
         pytest.param(changed(purge=True), [], True, id="purge-updates"),
@@ -40,6 +38,26 @@ def test_diff_classifies_changes(news, replaces, changes):
     assert result.replaces == replaces
     assert result.changes is changes
     assert result.delete_before_replace is True
+
+
+@pytest.mark.parametrize("param, value", [("encoding", "LATIN1"), ("locale", "C")])
+def test_a_create_only_param_replaces_under_purge(param, value):
+    result = Database().diff("id", {**OUTPUTS, "purge": True}, changed(params={param: value}, purge=True))
+    assert (result.replaces, result.changes) == ([f"params.{param}"], True)
+
+
+def test_a_create_only_change_under_purge_false_is_refused_in_preview():
+    """The kept database would be taken back with its old locale: create refused that mid-up, after
+    Pulumi had already marked the old one for replacement."""
+    from providers.errors import Unsupported
+
+    with pytest.raises(Unsupported, match=r"params.locale cannot change in place, and under purge: false") as refused:
+        Database().diff("id", OUTPUTS, changed(params={"locale": "C"}))
+    assert "or give it a new `name`" in str(refused.value)
+    with pytest.raises(Unsupported, match="set purge: true alone and run `pulumi up` first"):
+        Database().diff("id", OUTPUTS, changed(params={"locale": "C"}, purge=True))  # the old one is still kept
+    renamed = Database().diff("id", OUTPUTS, changed(params={"locale": "C"}, name="shop2"))  # another database
+    assert renamed.replaces == ["name", "params.locale"]
 
 
 def test_diff_reports_owner_role_drift_as_update():
