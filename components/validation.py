@@ -290,7 +290,8 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
             else:
                 report.add(loc, _message(error, provider.Spec))
         return
-    for path, value in _beyond_exact_floats(decl.params):
+    # As the provider gets them (a Kafka config value travels as text, whatever its size).
+    for path, value in _beyond_exact_floats(spec.model_dump(mode="json", by_alias=True)):
         report.add(at + ("params", *path), f"{value} is too large: Pulumi carries numbers as 64-bit floats, exact "
                                            f"only up to {LARGEST_EXACT_INT} (use a smaller value)")
     for param, target in provider.referenced(spec.model_dump(), owner).items():
@@ -483,16 +484,17 @@ def _reach_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]], work
             if instance.engine not in registry.engines():
                 continue  # reported on the workspace
             on_server = holders[(server_address(instance.host), instance.port)]
-            reached = registry.kinds(instance.engine)[decl.kind].reached_by(decl.name or project.name, project.name,
-                                                                            on_server)
+            provider = registry.kinds(instance.engine)[decl.kind]
+            reached = provider.reached_by(decl.name or project.name, project.name, on_server)
             if reached is not None:
                 kind, owner = reached
+                engine_name = provider.engine_name(decl.name or project.name, project.name)
                 problems.append(Problem(
                     relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
-                    f"{instance.engine} {decl.kind} {decl.name or project.name!r} would be within reach of project "
-                    f"{owner!r}'s {kind} ({on_server[kind][owner]}), which reaches every {decl.kind} named "
-                    f"{owner!r} or {owner + '-*'!r} on this server (rename one of the projects, or move this "
-                    f"{decl.kind} to another instance)"))
+                    f"{instance.engine} {decl.kind} {engine_name!r} would be within reach of the {kind} of project "
+                    f"{owner!r} ({on_server[kind][owner]}), which reaches every {decl.kind} named {owner!r} or "
+                    f"'{owner}-*' on this server (rename one of the projects, or move this {decl.kind} to another "
+                    f"instance; one that exists already: `devstack resource rm` it first, which keeps its data)"))
     return problems
 
 

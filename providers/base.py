@@ -95,6 +95,9 @@ class KindProvider(ResourceProvider):
         """param -> the name of the declaration it references (a default one left out: the project's)."""
         return {param: params.get(param) or owner for param in cls.references
                 if params.get(param) or param in cls.default_references}
+    #: Create-only params that put the resource somewhere else (a lifecycle rule on another bucket): a
+    #: change makes a new object beside the kept old one, so it may replace under purge: false.
+    relocating: ClassVar[frozenset[str]] = frozenset()
     #: Kinds on the same instance this one is created after and deleted before.
     after_kinds: ClassVar[tuple[str, ...]] = ()
     #: Every declaration of this kind by one project on one instance logs in as the
@@ -206,7 +209,7 @@ class KindProvider(ResourceProvider):
     def configure(self, req: ConfigureRequest) -> None:
         self._instances = instances_from_config(req.config)
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = [
             CheckFailure(name, "is required")
             for name in Identity.field_names()
@@ -232,7 +235,32 @@ class KindProvider(ResourceProvider):
                 CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"])
                 for e in err.errors()
             )
+        if olds and not failures:
+            self._refuse_taking_back_the_kept_one(olds, inputs)
         return CheckResult(inputs, failures)
+
+    def _refuse_taking_back_the_kept_one(self, olds: dict[str, Any], news: dict[str, Any]) -> None:
+        """A create-only change to a resource kept under purge: false, in the same engine object, cannot
+        succeed: the old one is kept when Pulumi deletes it and its replacement takes it back, old value
+        and all, which create refuses mid-up (leaving a pending replacement). Refused before, in preview.
+
+        In check, not diff: a refresh runs diff on the live values, where such a value may have drifted.
+        Compared as declared (old and new inputs); an optional param set or unset is left to create
+        (the Redis index it already holds may be pinned)."""
+        if olds.get("purge") or any(olds.get(name) != news.get(name) for name in Identity.field_names()):
+            return
+        old_params, new_params = olds.get("params") or {}, news.get("params") or {}
+        fixed = sorted(key for key in self.create_only - self.relocating
+                       if None not in (old_params.get(key), new_params.get(key)) and old_params[key] != new_params[key])
+        if fixed:
+            raise Unsupported(
+                "replace", f"{self.kind} {Identity.from_props(news)}",
+                f"{', '.join('params.' + key for key in fixed)} cannot change in place, and under purge: false "
+                f"the replacement would take back the kept {self.kind}, old value and all",
+                "restore the old value; or set purge: true alone and run `pulumi up` first, then make the change "
+                "(its data is dropped); or give it a new `name` (the old one is kept)" if not news.get("purge")
+                else "set purge: true alone and run `pulumi up` first, then make the change (its data is dropped)",
+            )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Pure: compares stored outputs with new inputs, calls no engine."""
@@ -250,20 +278,6 @@ class KindProvider(ResourceProvider):
                 f"{', '.join(replaces)} replaces it in the same up that sets purge: false, and Pulumi deletes the "
                 f"old one with its old purge: true, so its data would be dropped",
                 "set purge: false alone and run `pulumi up` first, then make the change",
-            )
-        # What names or holds the engine object: a change there makes another object (a consumer on another stream).
-        elsewhere = [name for name in replaces if name.removeprefix("params.") in (*Identity.field_names(), *self.references)]
-        fixed = [name for name in replaces if name not in elsewhere]
-        if fixed and not elsewhere and not olds.get("purge"):
-            # The same engine object: the old one is kept (purge false when it is deleted) and the new one
-            # would take it back with the old value, which create refuses mid-up. Refused here, in preview.
-            raise Unsupported(
-                "replace", f"{self.kind} {Identity.from_props(news)}",
-                f"{', '.join(fixed)} cannot change in place, and under purge: false the replacement would take "
-                f"back the kept {self.kind}, old value and all",
-                "restore the old value; or set purge: true alone and run `pulumi up` first, then make the change "
-                "(its data is dropped); or give it a new `name` (the old one is kept)" if not news.get("purge")
-                else "set purge: true alone and run `pulumi up` first, then make the change (its data is dropped)",
             )
         changes = [f"params.{key}" for key in changed_params if f"params.{key}" not in replaces]
         changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]

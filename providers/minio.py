@@ -60,6 +60,14 @@ class MinioBucket(s3.Bucket):
     engine = ENGINE
 
     @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        bucket = super().engine_name(name, owner)
+        if ".-" in bucket or "-." in bucket:  # MinIO's rule, not S3's: it answers 400 to the first call
+            raise InvalidSpec("map", f"bucket name {bucket!r}", "MinIO bucket names must not have '-' next to '.'",
+                              "buckets are named `<project>-<name>`, or after the project alone")
+        return bucket
+
+    @classmethod
     def reached_by(cls, name: str, owner: str, holders: Mapping[str, Iterable[str]]) -> tuple[str, str] | None:
         bucket = s3.bucket_name(name, owner)
         reaching = sorted(o for o in holders.get("access_key", ()) if o != owner and within_reach(bucket, o))
@@ -365,7 +373,12 @@ class AccessKey(s3.GuardedKind):
         for bucket in (b["Name"] for b in admin_s3.list_buckets().get("Buckets", [])):
             if not within_reach(bucket, ident.owner):
                 continue
-            holder = s3.tags_owner(s3.bucket_tags(admin_s3, bucket))
+            try:
+                holder = s3.tags_owner(s3.bucket_tags(admin_s3, bucket))
+            except s3.boto_errors.ClientError as err:
+                if s3.error_code(err) == "NoSuchBucket":
+                    continue  # gone since the listing (a racing bucket undoing itself): nothing in reach
+                raise
             if holder != ident.owner:
                 who = f"project {holder!r}" if holder else "something devstack does not manage"
                 raise Conflict(

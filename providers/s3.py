@@ -261,8 +261,6 @@ def bucket_rule(mapped: str) -> str | None:
         return f"S3 bucket names begin and end with a letter or digit ({mapped!r} does not)"
     if ".." in mapped:
         return f"S3 bucket names must not contain '..' ({mapped!r} does)"
-    if ".-" in mapped or "-." in mapped:  # each label is a DNS label: MinIO answers 400 to the first call
-        return f"S3 bucket names must not have '-' next to '.' ({mapped!r} does)"
     if _IPV4.fullmatch(mapped):
         return f"S3 bucket names must not look like an IP address ({mapped!r} does)"
     if mapped.startswith(_RESERVED_PREFIXES) or mapped.endswith(_RESERVED_SUFFIXES):
@@ -571,6 +569,7 @@ class Lifecycle(GuardedKind):
     kind = "lifecycle"
     Spec = LifecycleSpec
     create_only = frozenset({"bucket"})
+    relocating = frozenset({"bucket"})  # the rule is found by id in the bucket named: the kept one stays behind
     attributes = ("bucket", "rule")
     references: ClassVar[dict[str, str]] = {"bucket": "bucket"}
 

@@ -601,3 +601,14 @@ def test_bucket_adoption_refuses_a_different_object_lock(provider_for, owner):
         assert not oob.exists(name)
     finally:
         oob.cleanup(name)
+
+
+def test_a_bucket_name_with_a_hyphen_next_to_a_dot_is_s3s_to_take_but_not_minios(owner):
+    """S3 (and moto) accept `a-.b`; MinIO answers 400. Refusing it for S3 too would strand buckets an
+    earlier release made: their name would no longer map, so nothing could read or drop them."""
+    from providers.localstack import LocalstackBucket
+    from providers.minio import MinioBucket
+
+    assert LocalstackBucket.engine_name("a-.b", owner) == f"{owner}-a-.b"
+    with pytest.raises(InvalidSpec, match="MinIO bucket names must not have '-' next to '.'"):
+        MinioBucket.engine_name("a-.b", owner)
