@@ -119,10 +119,13 @@ class _AwsKind(s3.GuardedKind):
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
         self.enforce("create", ident, spec)
-        if self.observe(instance, ident) is None:
+        observed = self.observe(instance, ident)
+        if observed is None:
             made = self.make(instance, ident, spec, props.get("stack"))
             if made is not None:
                 return made
+        elif observed.owner != ident.owner:  # made meanwhile by another stack: `create`'s observe came first
+            raise self._conflict("create", ident, observed)
         return self.converge(instance, ident, spec, props.get("stack"))
 
     def update_resource(

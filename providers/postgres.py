@@ -410,6 +410,8 @@ class Database(KindProvider):
         spec = DatabaseSpec.model_validate(new.get("params") or {})
         removed = set((old.get("params") or {}).get("extensions") or []) - set(spec.extensions)
         with admin_connection(instance) as conn, ddl_lock(conn):
+            # Re-checked under the lock: dropped and made anew by another project since the observe, it is theirs.
+            self._check_database_owner(conn, ident, database, "update")
             _check_extensions(conn, ident, spec.extensions)
             if password != old.get("password") or old.get("passwordInSync") is False:
                 _set_password(conn, role, password)

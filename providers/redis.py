@@ -315,12 +315,15 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return false
 """
 
-# Remove the marker only when it is the owner's.
+# Remove the marker only when it is the owner's and this stack's: another workspace of the project may
+# have claimed the name again (and made the user anew) since this drop deleted the user.
 UNCLAIM = """
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
 local ok, entry = pcall(cjson.decode, current)
-if ok and type(entry) == 'table' and entry.owner == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+if ok and type(entry) == 'table' and entry.owner == ARGV[2] and entry.stack == ARGV[3] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
 return 0
 """
 
@@ -417,7 +420,7 @@ class AclUser(KindProvider):
             # Saved even when it is gone already: a drop cut before the save left it in the ACL
             # file, to come back, unmarked, at the next restart.
             _save_acl(client)
-            client.register_script(UNCLAIM)(keys=[ACL_OWNERS_KEY], args=[name, ident.owner])
+            client.register_script(UNCLAIM)(keys=[ACL_OWNERS_KEY], args=[name, ident.owner, props.get("stack", "")])
         if not exists:
             raise NotFound("drop", f"{self.kind} {ident}", "the ACL user does not exist")
 

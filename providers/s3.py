@@ -411,8 +411,13 @@ class Bucket(GuardedKind):
         assert isinstance(spec, BucketSpec)
         self.enforce("create", ident, spec)
         bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
-        adopted = bucket_exists(s3, bucket)  # ours then: `create` has checked the marker and object lock
-        if not adopted:
+        adopted = bucket_exists(s3, bucket)
+        if adopted:
+            # `create` observed before it called this: one made meanwhile (another stack) is not ours to converge.
+            holder = tags_owner(bucket_tags(s3, bucket))
+            if holder != ident.owner:
+                raise self._conflict("create", ident, Observed(owner=holder))
+        else:
             self._create_bucket(instance, ident, s3, bucket, spec)
         self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted)
         return self._attributes(instance, bucket)

@@ -362,6 +362,25 @@ class KindContract:
         read = provider.read(first.id, first.outs)
         assert provider.diff(first.id, read.outs, self.inputs(provider, case, owner)).changes is False
 
+    def test_one_made_by_someone_else_after_the_observe_is_not_taken_over(self, case, kit, monkeypatch):
+        """Another stack makes it between create's observe and its act: refused, not re-tagged as ours
+        (a later purge would have dropped the other one's data)."""
+        provider, owner, name = kit
+        inputs = self.inputs(provider, case, owner)
+        observe, calls = provider.observe, []
+
+        def stale_first(*args):
+            calls.append(args)
+            if len(calls) == 1:
+                case.oob.foreign(name)  # made meanwhile, right after this observe found nothing
+                return None
+            return observe(*args)
+
+        monkeypatch.setattr(provider, "observe", stale_first)
+        with pytest.raises(Conflict):
+            provider.create(inputs)
+        assert "devstack-owner" not in case.oob.tags(name)
+
     def test_update_in_place(self, case, kit):
         provider, owner, name = kit
         outs = provider.create(self.inputs(provider, case, owner)).outs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -116,3 +118,27 @@ def test_a_host_that_names_no_address_is_a_config_fix_not_a_start(configure, own
     provider._instances["pg"] = provider._instances["pg"].model_copy(update={"host": "127.0.0.l"})
     with pytest.raises(EngineUnavailable, match=r"'127\.0\.0\.l' names no address: fix shared\.pg\.host in the stack config"):
         provider.create(props("postgres", "pg", "database", owner, owner))
+
+
+def test_an_update_rechecks_the_owner_under_the_lock(database, owner, admin_conn, monkeypatch):
+    """Dropped and made anew by another project between the update's observe and its DDL: theirs now,
+    never given to this project's role (its purge would have dropped their data)."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    observe = database.observe
+
+    def taken_meanwhile(*args):
+        seen = observe(*args)
+        name = sql.Identifier(owner)
+        admin_conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
+        admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+        admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+            name, sql.Literal(json.dumps({"managed-by": "devstack", "owner": "someone-else"}))))
+        return seen
+
+    monkeypatch.setattr(database, "observe", taken_meanwhile)
+    with pytest.raises(Conflict, match="someone-else"):
+        database.update("id", outs, {**inputs, "params": {**inputs["params"], "connection_limit": 3}})
+    owner_role = admin_conn.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s",
+                                    (owner,)).fetchone()[0]
+    assert owner_role != owner

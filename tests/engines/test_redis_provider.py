@@ -486,3 +486,26 @@ def test_two_stacks_allocate_in_parallel_without_duplicates(configure, owner, ad
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
     print(f"5 rounds x 4 threads (redis_index + postgres database): {time.monotonic() - started:.2f}s")
 
+
+
+def test_a_purge_leaves_the_marker_of_the_workspace_that_made_the_user_again_meanwhile(acl_user, owner, admin_redis,
+                                                                                       monkeypatch):
+    """Workspace 1 deletes the user; before it unclaims the name, workspace 2 (same project) claims it and
+    makes the user anew. Unclaiming by owner alone left that user without a marker: every later up refused."""
+    import providers.redis
+
+    ws1 = props("redis", "cache", "acl_user", owner, owner, stack="ws1", purge=True)
+    ws2 = props("redis", "cache", "acl_user", owner, owner, stack="ws2", purge=True)
+    outs = acl_user.create(acl_user.check({}, ws1).inputs).outs
+    save = providers.redis._save_acl
+
+    def made_again_meanwhile(client):
+        save(client)
+        monkeypatch.setattr(providers.redis, "_save_acl", save)
+        acl_user.create(acl_user.check({}, ws2).inputs)
+
+    monkeypatch.setattr(providers.redis, "_save_acl", made_again_meanwhile)
+    acl_user.delete("id", outs)
+    marker = json.loads(admin_redis.hget(ACL_OWNERS_KEY, owner))
+    assert (marker["owner"], marker["stack"]) == (owner, "ws2")
+    assert admin_redis.execute_command("ACL", "GETUSER", owner) is not None
