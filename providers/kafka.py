@@ -398,6 +398,12 @@ class KafkaKind(KindProvider):
             write_marker(instance, self.marker_key(ident), None)
         return NotFound("drop", what, cause)
 
+    def unmark(self, instance: SharedInstance, admin: AdminClient, ident: Identity, stack: str) -> None:
+        """Tombstone our marker after a drop, unless another workspace of the project marked the name
+        again while it ran (and made the resource anew): that one would be left without its marker."""
+        if read_markers(instance, admin).get(self.marker_key(ident)) == ownership_marker(ident, stack):
+            write_marker(instance, self.marker_key(ident), None)
+
     def mark(self, instance: SharedInstance, admin: AdminClient, ident: Identity, stack: str) -> None:
         """Write our marker unless the registry already holds exactly it."""
         marker = ownership_marker(ident, stack)
@@ -532,7 +538,7 @@ class Topic(KafkaKind):
         result(admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT)[name], "drop", what)
         # Deletion is asynchronous: return once the name is gone, so read and re-create agree.
         wait_until(lambda: describe_topic(admin, name, what) is None, DELETE_WAIT)
-        write_marker(instance, self.marker_key(ident), None)
+        self.unmark(instance, admin, ident, props.get("stack", ""))
 
     def _converge(self, admin: AdminClient, name: str, spec: TopicSpec, live: dict[str, Any], what: str) -> None:
         """Grow partitions and set/remove topic configs; each step runs only when it changes something."""
@@ -748,7 +754,7 @@ class Acl(KafkaKind):
         if exists:
             deletion = UserScramCredentialDeletion(principal, ScramMechanism.SCRAM_SHA_512)
             result(admin.alter_user_scram_credentials([deletion], request_timeout=REQUEST_TIMEOUT)[principal], "drop", what)
-        write_marker(instance, self.marker_key(ident), None)
+        self.unmark(instance, admin, ident, props.get("stack", ""))
 
     def _converge(self, admin: AdminClient, ident: Identity, principal: str, spec: AclSpec) -> None:
         """Grant what the spec lists and revoke every other binding of the principal."""

@@ -539,3 +539,25 @@ def test_purge_never_drops_a_topic_the_registry_gives_to_another_project(topic, 
     with pytest.raises(Conflict, match="registry gives it to project 'intruder'.*nothing was dropped"):
         topic.delete("id", {**outs, "purge": True})
     assert describe(kadmin, f"{owner}.orders") is not None
+
+
+def test_a_purge_keeps_the_marker_another_workspace_wrote_while_it_waited(topic, owner, kadmin, monkeypatch):
+    """Workspace 1 deletes the topic and waits for it to go; workspace 2 (same project) makes it anew
+    meanwhile. The tombstone used to erase workspace 2's marker: every later up refused the topic."""
+    import providers.kafka
+
+    inputs = topic_inputs(topic, owner)
+    outs = topic.create(inputs).outs
+    wait = providers.kafka.wait_until
+    again: dict = {}
+
+    def made_again_meanwhile(*args, **kwargs):
+        wait(*args, **kwargs)
+        monkeypatch.setattr(providers.kafka, "wait_until", wait)
+        again.update(topic.create({**inputs, "stack": "ws2"}).outs)
+
+    monkeypatch.setattr(providers.kafka, "wait_until", made_again_meanwhile)
+    topic.delete("id", {**outs, "purge": True})
+    assert describe(kadmin, f"{owner}.orders") is not None
+    assert topic.read("id", again).id == "id"  # still marked as the project's: the ledger keeps it (blank: forgotten)
+    topic.delete("id", {**again, "purge": True})
