@@ -155,14 +155,20 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s]+):[^@\s]+@")
 
 
 def cli_error(err: BaseException) -> str:
-    """The useful part of a CLI failure: its `error:` line, not the whole command dump.
+    """The useful part of a CLI failure: its `error:` lines, not the whole command dump; the CLI's
+    own closing words (`update failed`, `python program failed`) only when nothing else says why.
 
     A backend URL in it loses its password (postgres://user:***@host/db).
     """
     text = getattr(err, "stderr", None) or str(err)
     lines = [line.strip().removeprefix("stderr:").strip() for line in str(text).splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("error:")]
-    return _URL_PASSWORD.sub(r"\1:***@", (errors or lines or ["pulumi failed"])[-1])
+    errors = list(dict.fromkeys(line for line in lines if line.startswith("error:")))
+    why = [line for line in errors if not _CLI_CLOSING.search(line)]
+    return _URL_PASSWORD.sub(r"\1:***@", "\n".join(why) if why else (errors or lines or ["pulumi failed"])[-1])
+
+
+#: How the CLI ends a failed command whatever the cause: it says nothing a line before it has not.
+_CLI_CLOSING = re.compile(r"^error: (\w+ failed|an unhandled error occurred: \w+ program failed: exit status \d+)$")
 
 
 def run_cli(stack: auto.Stack, *args: str) -> str:

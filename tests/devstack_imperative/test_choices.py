@@ -223,3 +223,22 @@ def test_cli_failures_become_typed_errors_with_the_provider_message():
     assert type(err) is EngineError and err.cause.startswith("cannot create database x: ")
     plain = "Diagnostics:\n  pulumi:pulumi:Stack (devstack-dev):\n    error: shop/devstack.yaml:3: name: bad\n    error: preview failed\n"
     assert imperative._cli_error("preview", "x", CliFailure(plain)).cause == "shop/devstack.yaml:3: name: bad"
+
+
+def test_a_failed_refresh_keeps_every_reason_the_program_gave():
+    """`devstack recover` used to show only the CLI's closing line (`python program failed: exit status 1`)
+    of a refresh --run-program that validation stopped, not which file and field to fix."""
+    from devstack.ledger import cli_error
+
+    out = (" stdout: Refreshing (e2e):\n"
+           "    pulumi:pulumi:Stack devstack-e2e  error: a/devstack.yaml:7: resources[0].params.readOnly: bad\n"
+           "Diagnostics:\n  pulumi:pulumi:Stack (devstack-e2e):\n"
+           "    error: a/devstack.yaml:7: resources[0].params.readOnly: bad\n"
+           "    error: b/devstack.yaml:3: name: bad\n"
+           "    error: 2 problem(s) in the workspace; nothing was created or changed\n"
+           "    error: an unhandled error occurred: python program failed: exit status 1\n\n stderr: \n")
+    assert cli_error(CliFailure(out)).splitlines() == [
+        "error: a/devstack.yaml:7: resources[0].params.readOnly: bad", "error: b/devstack.yaml:3: name: bad",
+        "error: 2 problem(s) in the workspace; nothing was created or changed"]
+    closing_only = "Diagnostics:\n    error: update failed\n"
+    assert cli_error(CliFailure(closing_only)) == "error: update failed"
