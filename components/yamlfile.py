@@ -72,7 +72,7 @@ def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int]) -> Non
         first: dict[str, int] = {}
         for key_node, value_node in node.value:
             key, line = str(key_node.value), key_node.start_mark.line + 1
-            if key in first:
+            if key in first and key != "<<":  # merge keys may repeat: YAML merges each
                 raise yaml.constructor.ConstructorError(
                     None, None, f"{key!r} is given twice in one mapping (first on line {first[key]}; keep one)",
                     key_node.start_mark)

@@ -120,7 +120,7 @@ def _kind_columns(page: ledger.ResourcePage) -> list[tuple[str, str]]:
     engine, kind = kinds.pop()
     try:
         return columns_for(engine, kind)
-    except KeyError:  # a kind of an older release, gone from the templates: the common columns only
+    except (KeyError, FileNotFoundError):  # a kind or engine gone from the templates: the common columns only
         return []
     except ValueError as err:  # the template's own mistake, named by file and column
         raise DevstackError("list", f"{engine} {kind} resources", str(err), "fix the template's columns") from None

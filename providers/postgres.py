@@ -389,9 +389,10 @@ class Database(KindProvider):
                         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
                     raise InvalidSpec(
                         "create", f"database {ident}",
-                        f"the server refused params.locale {spec.locale!r}: {str(err).strip().splitlines()[0]}",
+                        f"the server refused params.locale {spec.locale!r} with params.encoding {spec.encoding!r}: "
+                        f"{str(err).strip().splitlines()[0]}",
                         "set params.locale to a locale the server has (`locale -a` on its machine; C.UTF-8 always "
-                        "works); nothing was created",
+                        "works) whose codeset is the encoding; nothing was created",
                     ) from err
             self._converge(conn, database, role, spec, marker)
             if adopted:  # what an earlier declaration had installed and this one no longer lists goes, as on update

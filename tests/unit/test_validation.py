@@ -379,6 +379,10 @@ def test_a_merge_key_override_is_not_a_key_given_twice(tmp_path):
     used to see the merged copy and refuse it."""
     text = HEADER + "resources:\n  - &pg {uses: pg, kind: database, name: one}\n  - {<<: *pg, name: two}\n"
     assert problems(tmp_path, text) == []
+    (tmp_path / "two").mkdir()  # one entry merging two others
+    two = HEADER + ("resources:\n  - &pg {uses: pg, kind: database, name: one}\n  - &kept {uses: pg, kind: role, name: r, purge: false}\n"
+                    "  - {<<: *pg, <<: *kept, name: two}\n")
+    assert problems(tmp_path / "two", two) == []
     (tmp_path / "typo").mkdir()
     broken = text.replace("name: two}", "name: two, purge: maybe}  # <-")
     (problem,) = problems(tmp_path / "typo", broken)  # lines still point at the entry that merges
