@@ -5,9 +5,10 @@ B1  `pulumi up` creating N tenant resources over all six engines, beside
     and (b) `pulumi up` of N no-op dynamic resources (Pulumi's own floor).
     The three run in turn, --repeat rounds at each N; medians are reported.
 B2  no-change `pulumi preview` and `pulumi up` at the largest N, beside the
-    no-op floor; then both again with every instance on a closed port, which
-    succeeds only if check and diff make no engine call.
-B3  `pulumi refresh` at the largest N, beside the no-op floor.
+    no-op floor, the two in turn at each repetition; then ours again with
+    every instance on a closed port, which succeeds only if check and diff
+    make no engine call.
+B3  `pulumi refresh` at the largest N, beside the no-op floor, in turn too.
 B4  peak RSS of the dynamic-provider process (the kernel's VmHWM).
 
 Prints progress to stderr, a table to stdout, and writes JSON (default
@@ -101,7 +102,7 @@ class Runner:
         """B1 at one size: (a), (b) and ours in turn, `--repeat` rounds; the row holds each one's median.
 
         Interleaved rounds, so a slow spell of the machine weighs on all three alike.
-        B2 and B3 use the stacks of the first round at the largest size.
+        B2 and B3 use the stacks of the first round at the largest size, both kept up meanwhile.
         """
         workload = wl.Workload(wl.new_prefix(), n)
         self.prefixes.append(workload.prefix)
@@ -109,10 +110,21 @@ class Runner:
         for i in range(self.args.repeat):
             label = f"N={n} round {i + 1}/{self.args.repeat}"
             runs["direct"].append(self.direct(label, workload))
-            with stacks.scratch_dir() as base:
-                runs["noop"].append(self.noop(base, workload, largest and i == 0, label))
-            with stacks.scratch_dir() as base:
-                runs["ours"].append(self.ours(base, workload, largest and i == 0, label))
+            with stacks.scratch_dir() as noop_base, stacks.scratch_dir() as ours_base:
+                noop = stacks.noop_stack(noop_base, workload)
+                try:
+                    runs["noop"].append(self.noop(noop, workload, label))
+                    ours = stacks.devstack_stack(ours_base, workload, self.admin, self.args.providers_from)
+                    try:
+                        runs["ours"].append(self.ours(ours, workload, label))
+                        if largest and i == 0:
+                            self.steady(noop, ours, workload)
+                    finally:
+                        destroy_s, _ = self.timed(f"{label} devstack destroy (purge)", ours.destroy, rss="devstack")
+                        self.results.setdefault("destroy", {}).setdefault(str(n), []).append(destroy_s)
+                finally:
+                    destroy_s, _ = self.timed(f"{label} (b) no-op destroy", noop.destroy)
+                    self.results.setdefault("destroy_noop", {}).setdefault(str(n), []).append(destroy_s)
         self.results["b1"][str(n)] = {"prefix": workload.prefix, "projects": len(workload.projects),
                                       **{key: median(values) for key, values in runs.items()}, "runs": runs}
 
@@ -123,52 +135,42 @@ class Runner:
             raise RuntimeError(f"direct baseline made {swept}, expected {_expected_objects(workload)} objects")
         return seconds
 
-    def noop(self, base: Path, workload: wl.Workload, largest: bool, label: str) -> float:
-        stack = stacks.noop_stack(base, workload)
-        n = workload.size
-        try:
-            seconds, up = self.timed(f"{label} (b) no-op up", stack.up, rss="noop")
-            _expect(up, "create", _expected_resources(workload))
-            if largest:
-                self.results["b2_noop"] = {
-                    "preview": self.repeat(f"N={n} (b) no-op preview, no change", stack.preview),
-                    "up": self.repeat(f"N={n} (b) no-op up, no change", lambda: stack.up(expect_no_changes=True)),
-                }
-                self.results["b3_noop"] = self.repeat(f"N={n} (b) no-op refresh", stack.refresh)
-        finally:
-            destroy_s, _ = self.timed(f"{label} (b) no-op destroy", stack.destroy)
-            self.results.setdefault("destroy_noop", {}).setdefault(str(n), []).append(destroy_s)
+    def noop(self, stack: auto.Stack, workload: wl.Workload, label: str) -> float:
+        seconds, up = self.timed(f"{label} (b) no-op up", stack.up, rss="noop")
+        _expect(up, "create", _expected_resources(workload))
         return seconds
 
-    def ours(self, base: Path, workload: wl.Workload, largest: bool, label: str) -> float:
-        stack = stacks.devstack_stack(base, workload, self.admin, self.args.providers_from)
-        n = workload.size
-        try:
-            seconds, up = self.timed(f"{label} devstack up", stack.up, rss="devstack")
-            _expect(up, "create", _expected_resources(workload))
-            live = sweep.sweep(workload.prefix, self.shared, self.admin, dry_run=True)
-            if sum(live.values()) != _expected_objects(workload):
-                raise RuntimeError(f"after up the engines hold {live}, expected {_expected_objects(workload)} objects")
-            if largest:
-                self.no_change(stack, workload)
-                self.results["b3"] = self.repeat(f"N={n} devstack refresh", lambda: _unchanged(stack.refresh()),
-                                                 rss="devstack")
-        finally:
-            destroy_s, _ = self.timed(f"{label} devstack destroy (purge)", stack.destroy, rss="devstack")
-            self.results.setdefault("destroy", {}).setdefault(str(n), []).append(destroy_s)
+    def ours(self, stack: auto.Stack, workload: wl.Workload, label: str) -> float:
+        seconds, up = self.timed(f"{label} devstack up", stack.up, rss="devstack")
+        _expect(up, "create", _expected_resources(workload))
+        live = sweep.sweep(workload.prefix, self.shared, self.admin, dry_run=True)
+        if sum(live.values()) != _expected_objects(workload):
+            raise RuntimeError(f"after up the engines hold {live}, expected {_expected_objects(workload)} objects")
         return seconds
 
-    # --- B2 ---------------------------------------------------------------
+    # --- B2 and B3 ----------------------------------------------------------
 
-    def no_change(self, stack: auto.Stack, workload: wl.Workload) -> None:
+    def steady(self, noop: auto.Stack, ours: auto.Stack, workload: wl.Workload) -> None:
+        """B2 (no-change preview and up) and B3 (refresh) on both stacks, the floor and ours in turn
+        at each repetition, so a slow spell of the machine weighs on both alike."""
         n = workload.size
-        self.results["b2"] = {
-            "preview": self.repeat(f"N={n} devstack preview, no change", lambda: _unchanged(stack.preview()),
-                                   rss="devstack"),
-            "up": self.repeat(f"N={n} devstack up, no change", lambda: stack.up(expect_no_changes=True),
-                              rss="devstack"),
+        steps = {
+            "preview": (noop.preview, lambda: _unchanged(ours.preview())),
+            "up": (lambda: noop.up(expect_no_changes=True), lambda: ours.up(expect_no_changes=True)),
+            "refresh": (noop.refresh, lambda: _unchanged(ours.refresh())),
         }
-        self.results["b2"]["pure"] = self.purity(stack, workload)
+        times: dict[str, dict[str, list[float]]] = {"noop": {}, "ours": {}}
+        for step, (floor_action, our_action) in steps.items():
+            what = f"{step}, no change" if step != "refresh" else step
+            for i in range(self.args.repeat):
+                times["noop"].setdefault(step, []).append(
+                    self.timed(f"N={n} (b) no-op {what} #{i + 1}", floor_action)[0])
+                times["ours"].setdefault(step, []).append(
+                    self.timed(f"N={n} devstack {what} #{i + 1}", our_action, rss="devstack")[0])
+        self.results["b2_noop"] = {step: times["noop"][step] for step in ("preview", "up")}
+        self.results["b2"] = {step: times["ours"][step] for step in ("preview", "up")}
+        self.results["b3_noop"], self.results["b3"] = times["noop"]["refresh"], times["ours"]["refresh"]
+        self.results["b2"]["pure"] = self.purity(ours, workload)
 
     def purity(self, stack: auto.Stack, workload: wl.Workload) -> bool:
         """No-change preview and up with every instance on a closed port: they pass only if no engine is called."""
