@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +163,21 @@ def cli_error(err: BaseException) -> str:
     """
     text = getattr(err, "stderr", None) or str(err)
     lines = [line.strip().removeprefix("stderr:").strip() for line in str(text).splitlines() if line.strip()]
-    errors = list(dict.fromkeys(line for line in lines if line.startswith("error:")))
+    errors = list(dict.fromkeys(_raised(lines[i + 1:]) if line == _TRACEBACK else line
+                                for i, line in enumerate(lines) if line.startswith("error:")))
     why = [line for line in errors if not _CLI_CLOSING.search(line)]
     return _URL_PASSWORD.sub(r"\1:***@", "\n".join(why) if why else (errors or lines or ["pulumi failed"])[-1])
+
+
+_TRACEBACK = "error: Traceback (most recent call last):"
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: .+$")
+
+
+def _raised(after: list[str]) -> str:
+    """A traceback's own last word: the exception line that ends its block (the lines before the next error)."""
+    block = list(takewhile(lambda line: not line.startswith("error:"), after))
+    raised = [line for line in block if _EXCEPTION_LINE.match(line)]
+    return f"error: {raised[-1]}" if raised else _TRACEBACK
 
 
 #: How the CLI ends a failed command whatever the cause: it says nothing a line before it has not.

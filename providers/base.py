@@ -98,6 +98,9 @@ class KindProvider(ResourceProvider):
     #: Create-only params that put the resource somewhere else (a lifecycle rule on another bucket): a
     #: change makes a new object beside the kept old one, so it may replace under purge: false.
     relocating: ClassVar[frozenset[str]] = frozenset()
+    #: Create-only params that, set or unset, may still name what the resource holds (a Redis index
+    #: pinned to the one it has): `holds` decides on the live outputs, which check does not see.
+    may_hold: ClassVar[frozenset[str]] = frozenset()
     #: Kinds on the same instance this one is created after and deleted before.
     after_kinds: ClassVar[tuple[str, ...]] = ()
     #: Every declaration of this kind by one project on one instance logs in as the
@@ -245,13 +248,17 @@ class KindProvider(ResourceProvider):
         and all, which create refuses mid-up (leaving a pending replacement). Refused before, in preview.
 
         In check, not diff: a refresh runs diff on the live values, where such a value may have drifted.
-        Compared as declared (old and new inputs); an optional param set or unset is left to create
-        (the Redis index it already holds may be pinned)."""
+        Compared as declared, the old inputs read as this release normalizes them (an older one kept
+        `utf-8` where this one keeps `UTF8`)."""
         if olds.get("purge") or any(olds.get(name) != news.get(name) for name in Identity.field_names()):
             return
-        old_params, new_params = olds.get("params") or {}, news.get("params") or {}
-        fixed = sorted(key for key in self.create_only - self.relocating
-                       if None not in (old_params.get(key), new_params.get(key)) and old_params[key] != new_params[key])
+        try:
+            old_params = self.normalized_params(olds.get("params"), str(olds["name"]), str(olds["owner"]))
+        except ValidationError:
+            old_params = olds.get("params") or {}
+        new_params = news.get("params") or {}
+        fixed = sorted(key for key in self.create_only - self.relocating if old_params.get(key) != new_params.get(key)
+                       and not (key in self.may_hold and None in (old_params.get(key), new_params.get(key))))
         if fixed:
             raise Unsupported(
                 "replace", f"{self.kind} {Identity.from_props(news)}",

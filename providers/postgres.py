@@ -411,7 +411,10 @@ class Database(KindProvider):
         spec = DatabaseSpec.model_validate(new.get("params") or {})
         removed = set((old.get("params") or {}).get("extensions") or []) - set(spec.extensions)
         with admin_connection(instance) as conn, ddl_lock(conn):
-            # Re-checked under the lock: dropped and made anew by another project since the observe, it is theirs.
+            # Re-checked under the lock: dropped (and maybe made anew by another project) since the observe.
+            if not _database_exists(conn, database):
+                raise NotFound("update", f"database {ident}", "it no longer exists",
+                               "run `pulumi refresh`, then `pulumi up` to create it again")
             self._check_database_owner(conn, ident, database, "update")
             _check_extensions(conn, ident, spec.extensions)
             if password != old.get("password") or old.get("passwordInSync") is False:

@@ -242,3 +242,6 @@ def test_a_failed_refresh_keeps_every_reason_the_program_gave():
         "error: 2 problem(s) in the workspace; nothing was created or changed"]
     closing_only = "Diagnostics:\n    error: update failed\n"
     assert cli_error(CliFailure(closing_only)) == "error: update failed"
+    # A provider's unexpected exception: its own last line, not `Traceback (most recent call last):`.
+    assert cli_error(CliFailure(TRACEBACK)) == ("error: providers.errors.Conflict: cannot create database "
+                                                "postgres/pg/database/x@a: 'x' belongs to another project")

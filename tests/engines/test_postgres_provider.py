@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from providers.errors import Conflict, EngineUnavailable, InvalidSpec
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.postgres import Database
 from tests.engines.conftest import props
 
@@ -142,3 +142,18 @@ def test_an_update_rechecks_the_owner_under_the_lock(database, owner, admin_conn
     owner_role = admin_conn.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s",
                                     (owner,)).fetchone()[0]
     assert owner_role != owner
+
+
+def test_an_update_of_a_database_dropped_meanwhile_says_to_refresh(database, owner, admin_conn, monkeypatch):
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    observe = database.observe
+
+    def dropped_meanwhile(*args):
+        seen = observe(*args)
+        admin_conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(owner)))
+        return seen
+
+    monkeypatch.setattr(database, "observe", dropped_meanwhile)
+    with pytest.raises(NotFound, match="it no longer exists.*run `pulumi refresh`"):
+        database.update("id", outs, {**inputs, "params": {**inputs["params"], "connection_limit": 3}})

@@ -58,6 +58,27 @@ def test_a_create_only_change_under_purge_false_is_refused_in_preview():
         Database().check(BASE, changed(params={"locale": "C"}, purge=True))  # the old one is still kept
     assert Database().check(BASE, changed(params={"locale": "C"}, name="shop2")).failures == []  # another database
     assert Database().check({**BASE, "purge": True}, changed(params={"locale": "C"}, purge=True)).failures == []
+    # Old inputs as an older release stored them (`utf-8`, before encodings were normalized): the same value.
+    older = {**BASE, "params": {**BASE["params"], "encoding": "utf-8"}}
+    assert Database().check(older, BASE).failures == []
+
+
+def test_a_create_only_param_set_or_unset_under_purge_false_is_refused_too():
+    """A table gaining a range key would take back the kept one without it; only what a kind may hold
+    (a Redis index pinned to the one it has) is left to create, which sees the live index."""
+    from providers.errors import Unsupported
+    from providers.localstack import Table
+    from providers.redis import RedisIndex
+
+    table = {**BASE, "engine": "localstack", "instance": "aws", "kind": "table", "name": "t",
+             "params": Table.normalized_params({"hashKey": "id"}, "t", "shop")}
+    ranged = {**table, "params": Table.normalized_params({"hashKey": "id", "rangeKey": "at"}, "t", "shop")}
+    with pytest.raises(Unsupported, match="params.range_key cannot change in place"):
+        Table().check(table, ranged)
+    index = {**BASE, "engine": "redis", "instance": "cache", "kind": "redis_index", "params": {"index": None}}
+    assert RedisIndex().check(index, {**index, "params": {"index": 3}}).failures == []
+    with pytest.raises(Unsupported, match="params.index cannot change in place"):
+        RedisIndex().check({**index, "params": {"index": 2}}, {**index, "params": {"index": 3}})
 
 
 def test_a_refresh_that_finds_a_create_only_value_drifted_shows_a_replace_and_fails_nothing():
