@@ -95,12 +95,6 @@ class KindProvider(ResourceProvider):
         """param -> the name of the declaration it references (a default one left out: the project's)."""
         return {param: params.get(param) or owner for param in cls.references
                 if params.get(param) or param in cls.default_references}
-    #: Create-only params that put the resource somewhere else (a lifecycle rule on another bucket): a
-    #: change makes a new object beside the kept old one, so it may replace under purge: false.
-    relocating: ClassVar[frozenset[str]] = frozenset()
-    #: Create-only params that, set or unset, may still name what the resource holds (a Redis index
-    #: pinned to the one it has): `holds` decides on the live outputs, which check does not see.
-    may_hold: ClassVar[frozenset[str]] = frozenset()
     #: Kinds on the same instance this one is created after and deleted before.
     after_kinds: ClassVar[tuple[str, ...]] = ()
     #: Every declaration of this kind by one project on one instance logs in as the
@@ -212,7 +206,7 @@ class KindProvider(ResourceProvider):
     def configure(self, req: ConfigureRequest) -> None:
         self._instances = instances_from_config(req.config)
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = [
             CheckFailure(name, "is required")
             for name in Identity.field_names()
@@ -238,36 +232,7 @@ class KindProvider(ResourceProvider):
                 CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"])
                 for e in err.errors()
             )
-        if olds and not failures:
-            self._refuse_taking_back_the_kept_one(olds, inputs)
         return CheckResult(inputs, failures)
-
-    def _refuse_taking_back_the_kept_one(self, olds: dict[str, Any], news: dict[str, Any]) -> None:
-        """A create-only change to a resource kept under purge: false, in the same engine object, cannot
-        succeed: the old one is kept when Pulumi deletes it and its replacement takes it back, old value
-        and all, which create refuses mid-up (leaving a pending replacement). Refused before, in preview.
-
-        In check, not diff: a refresh runs diff on the live values, where such a value may have drifted.
-        Compared as declared, the old inputs read as this release normalizes them (an older one kept
-        `utf-8` where this one keeps `UTF8`)."""
-        if olds.get("purge") or any(olds.get(name) != news.get(name) for name in Identity.field_names()):
-            return
-        try:
-            old_params = self.normalized_params(olds.get("params"), str(olds["name"]), str(olds["owner"]))
-        except ValidationError:
-            old_params = olds.get("params") or {}
-        new_params = news.get("params") or {}
-        fixed = sorted(key for key in self.create_only - self.relocating if old_params.get(key) != new_params.get(key)
-                       and not (key in self.may_hold and None in (old_params.get(key), new_params.get(key))))
-        if fixed:
-            raise Unsupported(
-                "replace", f"{self.kind} {Identity.from_props(news)}",
-                f"{', '.join('params.' + key for key in fixed)} cannot change in place, and under purge: false "
-                f"the replacement would take back the kept {self.kind}, old value and all",
-                "restore the old value; or set purge: true alone and run `pulumi up` first, then make the change "
-                "(its data is dropped); or give it a new `name` (the old one is kept)" if not news.get("purge")
-                else "set purge: true alone and run `pulumi up` first, then make the change (its data is dropped)",
-            )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Pure: compares stored outputs with new inputs, calls no engine."""

@@ -214,7 +214,6 @@ class RedisIndex(KindProvider):
     kind = "redis_index"
     Spec = RedisIndexSpec
     create_only = frozenset({"index"})
-    may_hold = frozenset({"index"})  # pinned to the index it holds, or unpinned: see holds
     attributes = ("host", "port", "db")
 
     @classmethod

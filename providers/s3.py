@@ -574,7 +574,6 @@ class Lifecycle(GuardedKind):
     kind = "lifecycle"
     Spec = LifecycleSpec
     create_only = frozenset({"bucket"})
-    relocating = frozenset({"bucket"})  # the rule is found by id in the bucket named: the kept one stays behind
     attributes = ("bucket", "rule")
     references: ClassVar[dict[str, str]] = {"bucket": "bucket"}
 

@@ -46,55 +46,10 @@ def test_a_create_only_param_replaces_under_purge(param, value):
     assert (result.replaces, result.changes) == ([f"params.{param}"], True)
 
 
-def test_a_create_only_change_under_purge_false_is_refused_in_preview():
-    """The kept database would be taken back with its old locale: create refused that mid-up, after
-    Pulumi had already marked the old one for replacement. Check (old inputs against new) says so first."""
-    from providers.errors import Unsupported
-
-    with pytest.raises(Unsupported, match=r"params.locale cannot change in place, and under purge: false") as refused:
-        Database().check(BASE, changed(params={"locale": "C"}))
-    assert "or give it a new `name`" in str(refused.value)
-    with pytest.raises(Unsupported, match="set purge: true alone and run `pulumi up` first"):
-        Database().check(BASE, changed(params={"locale": "C"}, purge=True))  # the old one is still kept
-    assert Database().check(BASE, changed(params={"locale": "C"}, name="shop2")).failures == []  # another database
-    assert Database().check({**BASE, "purge": True}, changed(params={"locale": "C"}, purge=True)).failures == []
-    # Old inputs as an older release stored them (`utf-8`, before encodings were normalized): the same value.
-    older = {**BASE, "params": {**BASE["params"], "encoding": "utf-8"}}
-    assert Database().check(older, BASE).failures == []
-
-
-def test_a_create_only_param_set_or_unset_under_purge_false_is_refused_too():
-    """A table gaining a range key would take back the kept one without it; only what a kind may hold
-    (a Redis index pinned to the one it has) is left to create, which sees the live index."""
-    from providers.errors import Unsupported
-    from providers.localstack import Table
-    from providers.redis import RedisIndex
-
-    table = {**BASE, "engine": "localstack", "instance": "aws", "kind": "table", "name": "t",
-             "params": Table.normalized_params({"hashKey": "id"}, "t", "shop")}
-    ranged = {**table, "params": Table.normalized_params({"hashKey": "id", "rangeKey": "at"}, "t", "shop")}
-    with pytest.raises(Unsupported, match="params.range_key cannot change in place"):
-        Table().check(table, ranged)
-    index = {**BASE, "engine": "redis", "instance": "cache", "kind": "redis_index", "params": {"index": None}}
-    assert RedisIndex().check(index, {**index, "params": {"index": 3}}).failures == []
-    with pytest.raises(Unsupported, match="params.index cannot change in place"):
-        RedisIndex().check({**index, "params": {"index": 2}}, {**index, "params": {"index": 3}})
-
-
 def test_a_refresh_that_finds_a_create_only_value_drifted_shows_a_replace_and_fails_nothing():
     """Pulumi's refresh diffs the live outputs against the stored inputs: an error there fails the refresh."""
     drifted = {**OUTPUTS, "params": {**OUTPUTS["params"], "locale": "C"}}
     assert Database().diff("id", drifted, BASE).replaces == ["params.locale"]
-
-
-def test_a_lifecycle_rule_moved_to_another_bucket_is_another_object():
-    from providers.s3 import Lifecycle
-
-    old = {**BASE, "engine": "minio", "instance": "objects", "kind": "lifecycle", "name": "expire",
-           "params": {"bucket": "media", "prefix": "", "expiration_days": 1}}
-    moved = {**old, "params": {**old["params"], "bucket": "other"}}
-    assert "bucket" in Lifecycle.create_only and Lifecycle.relocating == {"bucket"}
-    Lifecycle._refuse_taking_back_the_kept_one(Lifecycle(), old, moved)  # no refusal: the kept rule stays behind
 
 
 def test_diff_reports_owner_role_drift_as_update():
