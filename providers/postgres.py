@@ -318,7 +318,7 @@ class DatabaseSpec(BaseModel):
 class Database(KindProvider):
     """The project's LOGIN role plus a database owned by it, CONNECT revoked from PUBLIC.
 
-    `read` reports in `isolated` whether PUBLIC is still kept out; a grant made
+    `read` reports in `isolated` whether PUBLIC and every other role are still kept out; a grant made
     outside Pulumi shows as drift, and the next update revokes it again.
     """
 
@@ -342,9 +342,10 @@ class Database(KindProvider):
                 """
                 SELECT r.rolname, shobj_description(d.oid, 'pg_database'), shobj_description(r.oid, 'pg_authid'),
                        pg_encoding_to_char(d.encoding), d.datcollate, d.datconnlimit,
-                       -- No ACL at all means the defaults, which let PUBLIC connect.
+                       -- No ACL at all means the defaults, which let PUBLIC connect. Anyone but the
+                       -- owner (PUBLIC, another project's role) let in is a breach.
                        NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
-                                   WHERE a.grantee = 0 AND a.privilege_type IN ('CONNECT', 'TEMPORARY'))
+                                   WHERE a.grantee <> d.datdba AND a.privilege_type IN ('CONNECT', 'TEMPORARY'))
                 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
                 WHERE d.datname = %s
                 """,
@@ -490,12 +491,21 @@ class Database(KindProvider):
             conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(role)))
             conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT {}").format(db, sql.Literal(spec.connection_limit)))
             conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+            for (grantee,) in conn.execute(_LET_IN, (database,)).fetchall():  # granted outside devstack
+                conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM {}").format(db, sql.Identifier(grantee)))
             conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(db, sql.Literal(marker)))
 
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "user": role, "database": database, "password": password,
                 "isolated": True, "passwordInSync": True}
+
+
+#: Roles other than the owner granted CONNECT or TEMPORARY on a database: devstack grants none.
+_LET_IN = """
+    SELECT DISTINCT pg_get_userbyid(a.grantee) FROM pg_database d, aclexplode(d.datacl) a
+    WHERE d.datname = %s AND a.grantee NOT IN (0, d.datdba) AND a.privilege_type IN ('CONNECT', 'TEMPORARY')
+"""
 
 
 def database_owner(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:

@@ -212,6 +212,26 @@ def test_database_public_access_granted_outside_is_drift_and_revoked(database, o
     assert database.read("id", outs).outs["isolated"] is True
 
 
+def test_database_access_granted_outside_to_another_role_is_drift_and_revoked(database, owner, admin_conn):
+    """Not only PUBLIC: another project's login let in by hand could connect and use the database."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    intruder = sql.Identifier(f"{owner}_intruder")
+    admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(intruder))
+    try:
+        admin_conn.execute(sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(sql.Identifier(owner), intruder))
+        refreshed = database.read("id", outs).outs
+        assert refreshed["isolated"] is False and database.diff("id", refreshed, inputs).changes
+        database.update("id", refreshed, inputs)
+        assert database.read("id", outs).outs["isolated"] is True
+        let_in = admin_conn.execute("SELECT has_database_privilege(%s, %s, 'CONNECT')",
+                                    (f"{owner}_intruder", owner)).fetchone()[0]
+        assert let_in is False
+    finally:
+        admin_conn.execute(sql.SQL("DROP OWNED BY {}").format(intruder))
+        admin_conn.execute(sql.SQL("DROP ROLE {}").format(intruder))
+
+
 @pytest.mark.parametrize("kind", ["database", "user"])
 def test_password_reset_outside_is_drift_and_set_again(kind, database, user, owner, admin_conn):
     provider = {"database": database, "user": user}[kind]
