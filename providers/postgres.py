@@ -164,6 +164,14 @@ class RoleRow:
     connection_limit: int
     comment: str | None
     member_of: tuple[str, ...]
+    #: Server-wide attributes it has (SUPERUSER, CREATEROLE ...): devstack gives a tenant role none.
+    powers: tuple[str, ...] = ()
+    #: (name, marker) of each role that is a member of it, so inherits what it may do.
+    members: tuple[tuple[str, str | None], ...] = ()
+
+    def breached(self, owner: str) -> bool:
+        """Whether it reaches past project `owner`: a server-wide power, or a member from outside the project."""
+        return bool(self.powers) or any(marker_owner(comment) != owner for _, comment in self.members)
 
     @property
     def owner(self) -> str | None:
@@ -188,12 +196,31 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
         """
         SELECT r.rolcanlogin, r.rolinherit, r.rolconnlimit, shobj_description(r.oid, 'pg_authid'),
                ARRAY(SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
-                     WHERE m.member = r.oid ORDER BY 1)
+                     WHERE m.member = r.oid ORDER BY 1),
+               ARRAY_REMOVE(ARRAY[CASE WHEN r.rolsuper THEN 'SUPERUSER' END, CASE WHEN r.rolcreatedb THEN 'CREATEDB' END,
+                                  CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END,
+                                  CASE WHEN r.rolreplication THEN 'REPLICATION' END,
+                                  CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END], NULL),
+               ARRAY(SELECT json_build_array(u.rolname, shobj_description(u.oid, 'pg_authid'))::text
+                     FROM pg_auth_members m JOIN pg_roles u ON u.oid = m.member WHERE m.roleid = r.oid ORDER BY 1)
         FROM pg_roles r WHERE r.rolname = %s
         """,
         (name,),
     ).fetchone()
-    return None if row is None else RoleRow(name, row[0], row[1], row[2], row[3], tuple(row[4]))
+    if row is None:
+        return None
+    members = tuple(tuple(json.loads(member)) for member in row[6])
+    return RoleRow(name, row[0], row[1], row[2], row[3], tuple(row[4]), tuple(row[5]), members)
+
+
+def _contain(conn: psycopg.Connection, row: RoleRow, owner: str) -> None:
+    """Take back what was granted outside devstack to reach past the project (see RoleRow.breached)."""
+    if row.powers:
+        conn.execute(sql.SQL("ALTER ROLE {} WITH NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS")
+                     .format(sql.Identifier(row.name)))
+    for member, comment in row.members:
+        if marker_owner(comment) != owner:
+            conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(row.name), sql.Identifier(member)))
 
 
 def _password_literal(conn: psycopg.Connection, role: str, password: str) -> sql.Literal:
@@ -358,6 +385,7 @@ class Database(KindProvider):
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
             if owner is not None:  # never open sessions in a database we do not manage
                 params["extensions"] = _managed_extensions(instance, database)
+                isolated = isolated and not role_row(conn, owner_role).breached(owner)
         return Observed(owner=owner, params=params, attributes={"user": owner_role, "isolated": isolated})
 
     def create_resource(
@@ -395,7 +423,7 @@ class Database(KindProvider):
                         "set params.locale to a locale the server has (`locale -a` on its machine; C.UTF-8 always "
                         "works) whose codeset is the encoding; nothing was created",
                     ) from err
-            self._converge(conn, database, role, spec, marker)
+            self._converge(conn, database, role, spec, marker, ident.owner)
             if adopted:  # what an earlier declaration had installed and this one no longer lists goes, as on update
                 unlisted = set(_managed_extensions(instance, database)) - set(spec.extensions)
                 _drop_extensions(instance, ident, database, sorted(unlisted), "create")
@@ -420,7 +448,7 @@ class Database(KindProvider):
             _check_extensions(conn, ident, spec.extensions)
             if password != old.get("password") or old.get("passwordInSync") is False:
                 _set_password(conn, role, password)
-            self._converge(conn, database, role, spec, marker)
+            self._converge(conn, database, role, spec, marker, ident.owner)
             _drop_extensions(instance, ident, database, sorted(removed))
             _create_extensions(instance, database, spec.extensions)
         return self._attributes(instance, database, role, password)
@@ -484,10 +512,12 @@ class Database(KindProvider):
             _comment_role(conn, role, marker)
         return row is None
 
-    def _converge(self, conn: psycopg.Connection, database: str, role: str, spec: DatabaseSpec, marker: str) -> None:
-        """Bring owner, connection limit, grants and marker in line; each step is idempotent."""
+    def _converge(self, conn: psycopg.Connection, database: str, role: str, spec: DatabaseSpec, marker: str,
+                  owner: str) -> None:
+        """Bring owner, connection limit, grants, the owner role's reach and marker in line; each step is idempotent."""
         db = sql.Identifier(database)
         with conn.transaction():
+            _contain(conn, role_row(conn, role), owner)
             conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(role)))
             conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT {}").format(db, sql.Literal(spec.connection_limit)))
             conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
@@ -691,7 +721,8 @@ class Role(_ProjectRoleKind):
     attributes = ("host", "port", "role")
 
     def _observed(self, row: RoleRow) -> Observed:
-        return Observed(owner=row.owner, params={"inherit": row.inherit}, attributes={"role": row.name, "login": row.login})
+        return Observed(owner=row.owner, params={"inherit": row.inherit},
+                        attributes={"role": row.name, "login": row.login, "isolated": not row.breached(row.owner or "")})
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -705,7 +736,8 @@ class Role(_ProjectRoleKind):
         return self._apply(instance, ident, RoleSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
-        return ["login"] if olds.get("login") else []  # a group role that can log in was changed out of band
+        # A group role that can log in, or reaches past the project, was changed out of band.
+        return (["login"] if olds.get("login") else []) + (["isolated"] if olds.get("isolated") is False else [])
 
     def _apply(self, instance: SharedInstance, ident: Identity, spec: RoleSpec, stack: str) -> dict[str, Any]:
         """Create the group role when missing, then converge its settings and marker (idempotent)."""
@@ -718,7 +750,8 @@ class Role(_ProjectRoleKind):
                 inherit = sql.SQL("INHERIT" if spec.inherit else "NOINHERIT")
                 conn.execute(sql.SQL("ALTER ROLE {} WITH NOLOGIN {}").format(sql.Identifier(name), inherit))
                 _comment_role(conn, name, kind_marker(ident, stack))
-        return {"host": instance.host, "port": instance.port, "role": name, "login": False}
+                _contain(conn, role_row(conn, name), ident.owner)
+        return {"host": instance.host, "port": instance.port, "role": name, "login": False, "isolated": True}
 
 
 class UserSpec(BaseModel):
@@ -749,7 +782,8 @@ class User(_ProjectRoleKind):
         return Observed(
             owner=row.owner,
             params={"connection_limit": row.connection_limit},
-            attributes={"user": row.name, "login": row.login, "member_of": list(row.member_of)},
+            attributes={"user": row.name, "login": row.login, "member_of": list(row.member_of),
+                        "isolated": not row.breached(row.owner or "")},
         )
 
     def create_resource(
@@ -765,7 +799,7 @@ class User(_ProjectRoleKind):
         return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
-        changed = [] if olds.get("login", True) else ["login"]
+        changed = ([] if olds.get("login", True) else ["login"]) + (["isolated"] if olds.get("isolated") is False else [])
         if "member_of" in olds and olds.get("owner"):
             try:
                 expected = self._groups(olds["owner"], UserSpec.model_validate(olds.get("params") or {}))
@@ -816,9 +850,10 @@ class User(_ProjectRoleKind):
                 )
                 _set_memberships(conn, role_row(conn, name), groups)
                 _comment_role(conn, name, kind_marker(ident, stack))
+                _contain(conn, role_row(conn, name), ident.owner)
         return {
             "host": instance.host, "port": instance.port, "user": name, "password": password,
-            "database": database, "login": True, "member_of": groups, "passwordInSync": True,
+            "database": database, "login": True, "member_of": groups, "passwordInSync": True, "isolated": True,
         }
 
     def _check_project_role(self, conn: psycopg.Connection, ident: Identity, project: str) -> RoleRow | None:

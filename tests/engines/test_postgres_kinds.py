@@ -371,6 +371,33 @@ def test_user_joins_project_role_and_reaches_the_project_database(user, database
         assert conn.execute("SELECT count(*) FROM events").fetchone() == (1,)
 
 
+def test_reach_granted_outside_to_a_tenant_role_is_drift_and_taken_back(user, database, owner, admin_conn):
+    """A server-wide power on a user, or a login from outside the project made a member of the project's
+    role (so inheriting its database): refresh reports `isolated: false`, the next up takes it back,
+    and the project's own user stays a member."""
+    db_inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    db = database.create(db_inputs).outs
+    inputs = user.check({}, props("postgres", "pg", "user", "app", owner)).inputs
+    app = user.create(inputs).outs
+    intruder = f"{owner}_intruder"
+    admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(intruder)))
+    try:
+        admin_conn.execute(sql.SQL("ALTER ROLE {} CREATEROLE").format(sql.Identifier(f"{owner}_app")))
+        admin_conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(owner), sql.Identifier(intruder)))
+        refreshed_db, refreshed_app = database.read("id", db).outs, user.read("id", app).outs
+        assert (refreshed_db["isolated"], refreshed_app["isolated"]) == (False, False)
+        assert database.diff("id", refreshed_db, db_inputs).changes and user.diff("id", refreshed_app, inputs).changes
+        database.update("id", refreshed_db, db_inputs)
+        user.update("id", refreshed_app, inputs)
+        assert database.read("id", db).outs["isolated"] is True and user.read("id", app).outs["isolated"] is True
+        assert role_facts(admin_conn, intruder)["member_of"] == []
+        assert role_facts(admin_conn, f"{owner}_app")["member_of"] == [owner]
+        assert admin_conn.execute("SELECT rolcreaterole FROM pg_roles WHERE rolname = %s",
+                                  (f"{owner}_app",)).fetchone() == (False,)
+    finally:
+        admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(intruder)))
+
+
 def test_user_before_its_database_gets_a_placeholder_the_database_adopts(user, database, owner, admin_conn):
     outs = user.create(props("postgres", "pg", "user", "app", owner)).outs
     assert role_facts(admin_conn, owner)["login"] is False  # placeholder project role
