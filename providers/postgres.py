@@ -166,7 +166,8 @@ class RoleRow:
     member_of: tuple[str, ...]
     #: Server-wide attributes it has (SUPERUSER, CREATEROLE ...): devstack gives a tenant role none.
     powers: tuple[str, ...] = ()
-    #: (name, marker) of each role that is a member of it, so inherits what it may do.
+    #: (name, marker) of each role that is a member of it, so inherits what it may do (the admin and
+    #: superusers left out).
     members: tuple[tuple[str, str | None], ...] = ()
 
     def breached(self, owner: str) -> bool:
@@ -201,8 +202,11 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
                                   CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END,
                                   CASE WHEN r.rolreplication THEN 'REPLICATION' END,
                                   CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END], NULL),
+               -- Members, but the admin (PostgreSQL 16 makes a non-superuser creator one) and superusers,
+               -- who reach everything anyway.
                ARRAY(SELECT json_build_array(u.rolname, shobj_description(u.oid, 'pg_authid'))::text
-                     FROM pg_auth_members m JOIN pg_roles u ON u.oid = m.member WHERE m.roleid = r.oid ORDER BY 1)
+                     FROM pg_auth_members m JOIN pg_roles u ON u.oid = m.member
+                     WHERE m.roleid = r.oid AND u.rolname <> current_user AND NOT u.rolsuper ORDER BY 1)
         FROM pg_roles r WHERE r.rolname = %s
         """,
         (name,),

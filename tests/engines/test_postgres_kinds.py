@@ -398,6 +398,24 @@ def test_reach_granted_outside_to_a_tenant_role_is_drift_and_taken_back(user, da
         admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(intruder)))
 
 
+def test_the_admin_or_a_superuser_as_a_member_is_no_breach(database, owner, admin_conn):
+    """PostgreSQL 16 makes a non-superuser admin a member of every role it creates; a superuser reaches
+    everything anyway. Neither is drift, and neither is revoked."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    root = f"{owner}_root"
+    admin_conn.execute(sql.SQL("CREATE ROLE {} SUPERUSER").format(sql.Identifier(root)))
+    try:
+        admin_conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(owner), sql.Identifier(root)))
+        admin_conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(owner)))
+        assert database.read("id", outs).outs["isolated"] is True
+        database.update("id", outs, inputs)
+        assert role_facts(admin_conn, root)["member_of"] == [owner]
+    finally:
+        admin_conn.execute(sql.SQL("REVOKE {} FROM CURRENT_USER").format(sql.Identifier(owner)))
+        admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(root)))
+
+
 def test_user_before_its_database_gets_a_placeholder_the_database_adopts(user, database, owner, admin_conn):
     outs = user.create(props("postgres", "pg", "user", "app", owner)).outs
     assert role_facts(admin_conn, owner)["login"] is False  # placeholder project role
