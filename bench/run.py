@@ -120,13 +120,22 @@ class Runner:
                         if largest and i == 0:
                             self.steady(noop, ours, workload)
                     finally:
-                        destroy_s, _ = self.timed(f"{label} devstack destroy (purge)", ours.destroy, rss="devstack")
-                        self.results.setdefault("destroy", {}).setdefault(str(n), []).append(destroy_s)
+                        self.destroy(f"{label} devstack destroy (purge)", ours, "destroy", n, rss="devstack")
                 finally:
-                    destroy_s, _ = self.timed(f"{label} (b) no-op destroy", noop.destroy)
-                    self.results.setdefault("destroy_noop", {}).setdefault(str(n), []).append(destroy_s)
+                    self.destroy(f"{label} (b) no-op destroy", noop, "destroy_noop", n)
         self.results["b1"][str(n)] = {"prefix": workload.prefix, "projects": len(workload.projects),
                                       **{key: median(values) for key, values in runs.items()}, "runs": runs}
+
+    def destroy(self, what: str, stack: auto.Stack, key: str, n: int, rss: str | None = None) -> None:
+        """Destroy a stack and keep its time. A failure is recorded, not raised: raised from a `finally`,
+        it would hide the error that stopped the run; the final sweep removes what it left."""
+        try:
+            seconds, _ = self.timed(what, stack.destroy, rss=rss)
+        except auto.errors.CommandError as err:
+            self.results.setdefault("destroy_errors", []).append(f"{what}: {str(err).strip()[-1000:]}")
+            progress(f"{what} failed: {str(err).strip().splitlines()[-1][:200]}")
+            return
+        self.results.setdefault(key, {}).setdefault(str(n), []).append(seconds)
 
     def direct(self, label: str, workload: wl.Workload) -> float:
         seconds = self.timed(f"{label} (a) direct", lambda: direct.run(workload, self.shared, self.admin))[1]
