@@ -69,32 +69,34 @@ class MinioBucket(s3.Bucket):
 
     @classmethod
     def reached_by(cls, name: str, owner: str, holders: Mapping[str, Iterable[str]]) -> tuple[str, str] | None:
-        bucket = s3.bucket_name(name, owner)
-        reaching = sorted(o for o in holders.get("access_key", ()) if o != owner and within_reach(bucket, o))
+        reaching = _reaching(s3.bucket_name(name, owner), owner, holders.get("access_key", ()))
         return ("access_key", reaching[0]) if reaching else None
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
-        assert isinstance(spec, s3.BucketSpec)
-        bucket, admin = s3.bucket_name(ident.name, ident.owner), admin_client(instance)
-        _refuse_keys_in_reach(admin, ident, bucket)
-        made = not s3.bucket_exists(s3.aws_client(instance, "s3"), bucket)
-        attributes = super().create_resource(instance, ident, spec, props)
+        _refuse_keys_in_reach(admin_client(instance), ident, s3.bucket_name(ident.name, ident.owner))
+        return super().create_resource(instance, ident, spec, props)
+
+    def stands(self, instance: SharedInstance, ident: Identity, spec: s3.BucketSpec, made: bool) -> None:
         # Checked again now that the bucket stands: a key made meanwhile (by another project of this
         # up, or another stack) was checked before it did. Each side checks after its own effect,
         # so of a racing bucket and key at least one sees the other and undoes itself.
         try:
-            _refuse_keys_in_reach(admin, ident, bucket)
+            _refuse_keys_in_reach(admin_client(instance), ident, s3.bucket_name(ident.name, ident.owner))
         except Conflict:
             if made:
                 self.remove(instance, ident, Observed(owner=ident.owner, params={"object_lock": spec.object_lock}))
             raise
-        return attributes
+
+
+def _reaching(bucket: str, owner: str, holders: Iterable[str]) -> list[str]:
+    """The projects other than `owner` among `holders` (of access keys) whose keys would reach `bucket`."""
+    return sorted(o for o in holders if o != owner and within_reach(bucket, o))
 
 
 def _refuse_keys_in_reach(admin: MinioAdmin, ident: Identity, bucket: str) -> None:
-    reaching = sorted(o for o in key_owners(admin) if o != ident.owner and within_reach(bucket, o))
+    reaching = _reaching(bucket, ident.owner, key_owners(admin))
     if reaching:
         raise Conflict(
             "create", f"bucket {ident}",

@@ -420,7 +420,11 @@ class Bucket(GuardedKind):
         else:
             self._create_bucket(instance, ident, s3, bucket, spec)
         self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted)
+        self.stands(instance, ident, spec, made=not adopted)
         return self._attributes(instance, bucket)
+
+    def stands(self, instance: SharedInstance, ident: Identity, spec: BucketSpec, made: bool) -> None:
+        """A hook once create's bucket stands, tagged (`made`: by this call): MinIO checks its reach again."""
 
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]

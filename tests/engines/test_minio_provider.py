@@ -506,15 +506,14 @@ def test_a_bucket_undoes_itself_when_a_key_reaching_it_was_made_while_it_was(own
     import providers.s3
 
     extended, policy = f"{owner}-x", f"devstack-{owner}"
-    make_bucket = providers.s3.Bucket.create_resource
+    make_bucket = providers.s3.Bucket._create_bucket
 
     def key_made_meanwhile(self, *args, **kwargs):
-        attributes = make_bucket(self, *args, **kwargs)
+        make_bucket(self, *args, **kwargs)
         # What the key's create does once its own check has passed: project `owner`'s policy reaches `<owner>-x`.
         minio_admin.policy_add(policy, policy=tenant_policy(Identity("minio", "objects", "access_key", owner, owner), "t"))
-        return attributes
 
-    monkeypatch.setattr(providers.s3.Bucket, "create_resource", key_made_meanwhile)
+    monkeypatch.setattr(providers.s3.Bucket, "_create_bucket", key_made_meanwhile)
     bucket = configure(MinioBucket())
     try:
         with pytest.raises(Conflict, match=f"within reach of the access keys of project '{owner}'"):
