@@ -56,6 +56,7 @@ from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack import cli, yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
+from devstack.ledger import EXCEPTION_LINE
 from devstack.ledger_cli import add_stack_options, open_from, resource_group
 from providers import errors as provider_errors
 from providers import registry
@@ -359,9 +360,6 @@ def _changes(result: Any) -> dict[str, int]:
     return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
 
 
-_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.+)$")
-
-
 def _is_provider_error(name: str) -> bool:
     raised = getattr(provider_errors, name, None)
     return isinstance(raised, type) and issubclass(raised, provider_errors.DevstackError)
@@ -382,14 +380,14 @@ def _cli_error(verb: str, what: str, err: auto.errors.CommandError) -> EngineErr
         if not line.strip().startswith("error:") or message.endswith(("preview failed", "update failed")):
             continue
         if not message.startswith("Traceback"):
-            raised = _EXCEPTION_LINE.match(message)
+            raised = EXCEPTION_LINE.match(message)
             if not (raised and _is_provider_error(raised.group(1))):
                 return EngineError(verb, what, message)
             kind, cause = raised.groups()
             return (IdentityConflict if kind == "Conflict" else EngineError)(verb, what, cause)
         # The traceback ends where the next resource's diagnostics start (indented less).
         block = [b.strip() for b in takewhile(lambda b: not b.strip() or b.startswith("    "), lines[i + 1:])]
-        raised = [m for m in map(_EXCEPTION_LINE.match, block) if m]
+        raised = [m for m in map(EXCEPTION_LINE.match, block) if m]
         if raised:
             kind, cause = raised[-1].groups()
             return (IdentityConflict if kind.endswith("Conflict") else EngineError)(verb, what, cause)

@@ -170,13 +170,14 @@ def cli_error(err: BaseException) -> str:
 
 
 _TRACEBACK = "error: Traceback (most recent call last):"
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: .+$")
+#: The line a Python exception ends its traceback with: its (dotted) class name, then its message.
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.+)$")
 
 
 def _raised(after: list[str]) -> str:
     """A traceback's own last word: the exception line that ends its block (the lines before the next error)."""
     block = list(takewhile(lambda line: not line.startswith("error:"), after))
-    raised = [line for line in block if _EXCEPTION_LINE.match(line)]
+    raised = [line for line in block if EXCEPTION_LINE.match(line)]
     return f"error: {raised[-1]}" if raised else _TRACEBACK
 
 

@@ -144,17 +144,20 @@ def stream_and_consumer(work, project: str, storage: str, stream_purge: bool) ->
     ])
 
 
+def up_then_moved_to_memory(work, env, command, admin, project: str, stream_purge: bool) -> auto.Stack:
+    """A stack whose stream (file storage) and purge consumer are up, then the file moved to memory storage."""
+    stack = e2e_stack(work, env, command, events(admin), [stream_and_consumer(work, project, "file", stream_purge)],
+                      {"natsAdmin": admin["nats"].password})
+    assert changes(stack.up()) == {"create": 5}
+    stream_and_consumer(work, project, "memory", stream_purge)
+    return stack
+
+
 def test_a_purged_stream_replaced_takes_its_consumer_along(project_dir, offline_env, pulumi_command, admin, projects):
     """Changing a fixed param of a purge stream drops and re-creates it, consumers included: the
     consumer is replaced with it, so the engine has it again and the ledger has nothing stale."""
     a, _ = projects
-
-    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin),
-                      [stream_and_consumer(project_dir, a, "file", stream_purge=True)],
-                      {"natsAdmin": admin["nats"].password})
-    assert changes(stack.up()) == {"create": 5}
-
-    stream_and_consumer(project_dir, a, "memory", stream_purge=True)
+    stack = up_then_moved_to_memory(project_dir, offline_env, pulumi_command, admin, a, stream_purge=True)
     assert changes(stack.preview()) == {"replace": 2}
     assert changes(stack.up()) == {"replace": 2}
     assert stream_config(admin, a).storage == "memory"
@@ -170,13 +173,7 @@ def test_a_retained_stream_that_cannot_change_leaves_its_purge_consumer_alone(pr
     """The stream is retained (no purge), so a fixed param cannot change and the up fails: its consumer,
     purge or not, must not have been dropped on the way (only a purged parent takes its children)."""
     a, _ = projects
-
-    stack = e2e_stack(project_dir, offline_env, pulumi_command, events(admin),
-                      [stream_and_consumer(project_dir, a, "file", stream_purge=False)],
-                      {"natsAdmin": admin["nats"].password})
-    assert changes(stack.up()) == {"create": 5}
-
-    stream_and_consumer(project_dir, a, "memory", stream_purge=False)
+    stack = up_then_moved_to_memory(project_dir, offline_env, pulumi_command, admin, a, stream_purge=False)
     assert changes(stack.preview()) == {"replace": 1}
     with pytest.raises(auto.errors.CommandError, match="params.storage"):
         stack.up()
