@@ -30,6 +30,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
@@ -192,9 +193,24 @@ class KindProvider(ResourceProvider):
 
     def holds(self, param: str, value: Any, live: dict[str, Any]) -> bool:
         """Whether a resource whose outputs are `live` already is what create-only `param` = `value` asks
-        for, so that it stays (an update at most) instead of being made anew. Pure."""
+        for, so that it stays (an update at most) instead of being made anew. Pure.
+
+        A param missing from `live` was made with its default: Pulumi drops null outputs, so an
+        unset range key or pin is stored as nothing, and setting one must still replace."""
         params = live.get("params") or {}
-        return param not in params or params[param] == value
+        return params.get(param, self._default(param)) == value
+
+    def _default(self, param: str) -> Any:
+        field = self.Spec.model_fields.get(param)
+        if field is None or field.is_required():
+            return None
+        return to_jsonable_python(field.get_default(call_default_factory=True))
+
+    def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
+        """(param, reason) for each create-only value the engine would refuse to create. Asked by check
+        only when such a value changes: a replacement drops the old resource first, and must not drop it
+        for one that cannot be made."""
+        return []
 
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool | None:
         """Whether `user` still logs in with the stored `password` (a reset outside Pulumi breaks it);
@@ -232,7 +248,17 @@ class KindProvider(ResourceProvider):
                 CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"])
                 for e in err.errors()
             )
+        if not failures and self._replaces_create_only(_olds, inputs["params"]):
+            ident = Identity.from_props(news)
+            spec = self.Spec.model_validate(inputs["params"])
+            failures.extend(CheckFailure(f"params.{param}", reason)
+                            for param, reason in self.refusals(self._instance(ident, "check"), spec))
         return CheckResult(inputs, failures)
+
+    def _replaces_create_only(self, olds: dict[str, Any], params: dict[str, Any]) -> bool:
+        """Whether these params change a create-only value of an existing resource (`olds`: its inputs)."""
+        old_params = olds.get("params") if olds else None
+        return isinstance(old_params, dict) and any(old_params.get(key) != params.get(key) for key in self.create_only)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Pure: compares stored outputs with new inputs, calls no engine."""

@@ -366,6 +366,21 @@ class Database(KindProvider):
         tenant_role(owner)  # the owner must map too: it names the role
         return identifier(name)
 
+    def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
+        assert isinstance(spec, DatabaseSpec)
+        with admin_connection(instance) as conn:
+            try:
+                # The server resolves a collation's locale as CREATE DATABASE does; pg_temp and the
+                # rollback leave nothing behind.
+                with conn.transaction(force_rollback=True):
+                    conn.execute(sql.SQL("CREATE COLLATION pg_temp.devstack_locale_probe (LOCALE = {})")
+                                 .format(sql.Literal(spec.locale)))
+            except psycopg.errors.InvalidParameterValue as err:
+                return [("locale", f"the server has no locale {spec.locale!r} ({str(err).strip().splitlines()[0]}); "
+                                   "the database was not replaced (set params.locale to one the server has: "
+                                   "`locale -a` on its machine; C.UTF-8 always works)")]
+        return []
+
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         database = identifier(ident.name)
         with admin_connection(instance) as conn, ddl_lock(conn, shared=True):

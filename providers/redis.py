@@ -223,8 +223,8 @@ class RedisIndex(KindProvider):
     def holds(self, param: str, value: Any, live: dict[str, Any]) -> bool:
         # Unpinned, it keeps whatever index it holds; pinned to that very index, too (ALLOCATE
         # then only records the pin): neither may replace it, which with purge empties the index.
-        if param == "index" and (value is None or value == live.get("db")):
-            return True
+        if param == "index":
+            return value is None or value == live.get("db")
         return super().holds(param, value, live)
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:

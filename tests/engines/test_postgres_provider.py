@@ -105,6 +105,21 @@ def test_a_locale_the_server_lacks_is_invalid_spec_and_leaves_no_role(database, 
     assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (owner,)).fetchone() is None
 
 
+def test_a_locale_the_server_lacks_fails_check_before_a_replacement_drops_the_database(database, owner, admin_conn):
+    """A replacement deletes first: a new locale the server lacks must stop at check, the data kept."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, purge=True)).inputs
+    outs = database.create(inputs).outs
+    with connect(outs) as conn:
+        conn.execute("CREATE TABLE kept (v int)")
+    moved = props("postgres", "pg", "database", owner, owner, {"locale": "xx_YY.UTF-8"}, purge=True)
+    found = {f.property: f.reason for f in database.check(inputs, moved).failures}
+    assert "no locale 'xx_YY.UTF-8'" in found["params.locale"] and "not replaced" in found["params.locale"]
+    assert database.check(inputs, props("postgres", "pg", "database", owner, owner, {"locale": "C"},
+                                        purge=True)).failures == []
+    with connect(outs) as conn:
+        assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+
+
 def test_engine_down_names_engine_address_and_fix(configure, owner, local_workspace):
     provider = configure(Database())
     provider._instances["pg"] = provider._instances["pg"].model_copy(update={"port": 1})

@@ -76,3 +76,28 @@ def test_purge_turned_off_in_the_replacing_up_is_refused_before_anything_happens
     assert "set purge: false alone and run `pulumi up` first" in str(refused.value)
     assert Database().diff("id", purged, changed(purge=False)).replaces == []  # alone: an update
     assert Database().diff("id", purged, changed(params={"locale": "C"}, purge=True)).replaces == ["params.locale"]
+
+
+def test_setting_a_create_only_param_that_was_unset_replaces():
+    """Pulumi drops null outputs: an unset range key is stored as nothing, and setting one cannot be an update."""
+    from providers.localstack import Table
+
+    table = Table()
+    ident = {"engine": "localstack", "instance": "aws", "kind": "table", "name": "orders", "owner": "shop",
+             "credentials": "predictable", "purge": True, "stack": "local"}
+    made = {key: value for key, value in table.normalized_params({"hashKey": "id"}, "orders", "shop").items()
+            if value is not None}
+    ranged = table.normalized_params({"hashKey": "id", "rangeKey": "sk"}, "orders", "shop")
+    assert table.diff("id", {**ident, "params": made}, {**ident, "params": ranged}).replaces == ["params.range_key"]
+    unchanged = table.normalized_params({"hashKey": "id"}, "orders", "shop")
+    assert table.diff("id", {**ident, "params": made}, {**ident, "params": unchanged}).changes is False
+
+
+def test_pinning_an_unpinned_redis_index_to_another_number_replaces():
+    from providers.redis import RedisIndex
+
+    ident = {"engine": "redis", "instance": "cache", "kind": "redis_index", "name": "shop", "owner": "shop",
+             "credentials": "predictable", "purge": True, "stack": "local"}
+    unpinned = {**ident, "params": {}, "db": 3}  # `index: None` is not stored
+    assert RedisIndex().diff("id", unpinned, {**ident, "params": {"index": 8}}).replaces == ["params.index"]
+    assert RedisIndex().diff("id", unpinned, {**ident, "params": {"index": 3}}).replaces == []
