@@ -431,7 +431,18 @@ class TopicSpec(BaseModel):
         # Kafka configs are text; YAML hands us numbers and booleans.
         if not isinstance(value, dict):
             return value
-        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return {str(k): _config_text(v) for k, v in value.items()}
+
+
+def _config_text(value: Any) -> str:
+    """A config value as the broker stores it: lists without spaces, whole numbers without leading
+    zeros. Declared otherwise, every refresh would find the broker's spelling and call it drift."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if re.fullmatch(r"\s*[+-]?\d+\s*", text):
+        return str(int(text))
+    if "," in text:
+        return ",".join(part.strip() for part in text.split(","))
+    return text
 
 
 def _topic_answer(future: Any, what: str) -> Any | None:
@@ -496,6 +507,15 @@ class Topic(KafkaKind):
             return [CheckFailure("params.partitions", partitions_shrink(int(old), params["partitions"]))]
         return []
 
+    def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
+        assert isinstance(spec, TopicSpec)
+        brokers = len(admin_client(instance).list_topics(topic=MARKER_TOPIC, timeout=REQUEST_TIMEOUT).brokers)
+        if spec.replication_factor > brokers:
+            return [("replication_factor", f"{spec.replication_factor} replicas need as many brokers and the cluster "
+                                           f"at {instance.address} has {brokers}; the topic was not replaced "
+                                           f"(set replicationFactor to at most {brokers})")]
+        return []
+
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
         admin = admin_client(instance)
@@ -544,17 +564,22 @@ class Topic(KafkaKind):
         """Grow partitions and set/remove topic configs; each step runs only when it changes something."""
         if spec.partitions < live["partitions"]:
             raise Unsupported("update", what, "params.partitions: " + partitions_shrink(live["partitions"], spec.partitions))
-        if spec.partitions > live["partitions"]:
-            future = admin.create_partitions([NewPartitions(name, spec.partitions)], request_timeout=REQUEST_TIMEOUT)[name]
-            result(future, "update", what, "partitions")
+        grow = [NewPartitions(name, spec.partitions)] if spec.partitions > live["partitions"] else []
         changes = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
                    for k, v in sorted(spec.config.items()) if live["config"].get(k) != v]
         changes += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
                     for k in sorted(live["config"]) if k not in spec.config]
-        if changes:
-            resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=changes)
-            (future,) = admin.incremental_alter_configs([resource], request_timeout=REQUEST_TIMEOUT).values()
-            result(future, "update", what, "config")
+        configs = [ConfigResource(ResourceType.TOPIC, name, incremental_configs=changes)] if changes else []
+        # Partitions cannot be taken back: with both to do, the broker validates both first, so
+        # a config it refuses leaves the topic as it was instead of grown behind the ledger's back.
+        for validate_only in (True, False) if grow and configs else (False,):
+            if grow:
+                future = admin.create_partitions(grow, validate_only=validate_only, request_timeout=REQUEST_TIMEOUT)[name]
+                result(future, "update", what, "partitions")
+            if configs:
+                (future,) = admin.incremental_alter_configs(configs, validate_only=validate_only,
+                                                            request_timeout=REQUEST_TIMEOUT).values()
+                result(future, "update", what, "config")
 
     @staticmethod
     def _attributes(instance: SharedInstance, name: str, spec: TopicSpec) -> dict[str, Any]:

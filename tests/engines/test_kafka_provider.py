@@ -221,6 +221,27 @@ def test_partition_decrease_is_refused_with_the_reason(topic, owner, kadmin):
     assert len(describe(kadmin, f"{owner}.orders").partitions) == 5
 
 
+def test_a_refused_config_leaves_the_partitions_as_they_were(topic, owner, kadmin):
+    """Growing partitions cannot be undone: an update whose config the broker refuses must not grow them."""
+    outs = topic.create(topic_inputs(topic, owner, partitions=3)).outs
+    news = topic_inputs(topic, owner, olds=outs, partitions=5, config={"cleanup.policy": "bogus"})
+    with pytest.raises(InvalidSpec, match=r"params\.config: the broker refused"):
+        topic.update("id", outs, news)
+    assert len(describe(kadmin, f"{owner}.orders").partitions) == 3
+    grown = topic.update("id", outs, topic_inputs(topic, owner, olds=outs, partitions=5,
+                                                  config={"cleanup.policy": "compact"})).outs
+    assert grown["partitions"] == 5 and len(describe(kadmin, f"{owner}.orders").partitions) == 5
+    assert dynamic_configs(kadmin, f"{owner}.orders", "topic")["cleanup.policy"] == "compact"
+
+
+def test_configs_spelled_otherwise_than_the_broker_stores_them_are_not_drift(topic, owner, kadmin):
+    inputs = topic_inputs(topic, owner, config={"cleanup.policy": "delete, compact", "retention.ms": "0200000"})
+    outs = topic.create(inputs).outs
+    refreshed = topic.read("id", outs).outs
+    assert refreshed["params"]["config"] == outs["params"]["config"]
+    assert topic.diff("id", refreshed, inputs).changes is False
+
+
 def test_replication_factor_replaces(topic, owner, kadmin):
     outs = topic.create(topic_inputs(topic, owner)).outs
     news = topic_inputs(topic, owner, replicationFactor=2)
@@ -233,6 +254,17 @@ def test_replication_factor_replaces(topic, owner, kadmin):
     with pytest.raises(InvalidSpec, match=r"params\.replicationFactor: .*only 1 broker"):
         topic.create(news)
     assert describe(kadmin, f"{owner}.orders") is None
+
+
+def test_a_replication_factor_the_cluster_cannot_hold_fails_check_before_the_replace_drops_anything(topic, owner, kadmin):
+    """A replacement deletes first: a new replication factor beyond the brokers must stop at check."""
+    inputs = topic_inputs(topic, owner)
+    topic.create(inputs)
+    found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"replicationFactor": 2}), olds=inputs)
+    assert "has 1" in found["params.replication_factor"] and "at most 1" in found["params.replication_factor"]
+    assert describe(kadmin, f"{owner}.orders") is not None
+    unchanged = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"partitions": 2}), olds=inputs)
+    assert unchanged == {}
 
 
 def test_topic_retained_delete_keeps_data_purge_drops_and_recreate_waits(topic, owner, kadmin, admin):
