@@ -460,17 +460,19 @@ class Stream(NatsKind):
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, StreamSpec)
-        return self._ensure(instance, ident, spec, props.get("stack", ""))
+        return self._ensure(instance, ident, spec, props.get("stack", ""), "create")
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        return self._ensure(instance, ident, StreamSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
+        spec = StreamSpec.model_validate(new.get("params") or {})
+        return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         name, what = self.engine_name(ident.name, ident.owner), f"stream {ident}"
         with api_errors("drop", what):
             run(instance, lambda s: delete_owned_stream(s.js, name, ident, what))
 
-    def _ensure(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str) -> dict[str, Any]:
+    def _ensure(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str,
+                verb: str) -> dict[str, Any]:
         """Create the stream, or bring an existing one of ours to `spec`; a no-op when it already matches."""
         name = self.engine_name(ident.name, ident.owner)
         subjects = spec.subjects or default_subjects(ident.name, ident.owner)
@@ -500,7 +502,7 @@ class Stream(NatsKind):
                 return info  # already converged: change nothing
             return await session.js.update_stream(wanted)
 
-        with api_errors("create", f"stream {ident}"):
+        with api_errors(verb, f"stream {ident}"):
             info = run(instance, work)
         return {**self._base_attributes(instance), "stream": name, "subjects": ",".join(info.config.subjects or []),
                 "configInSync": not reaching_out(info.config)}
@@ -604,11 +606,11 @@ class Consumer(NatsKind):
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, ConsumerSpec)
-        return self._ensure(instance, ident, spec, props.get("stack", ""))
+        return self._ensure(instance, ident, spec, props.get("stack", ""), "create")
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         spec = ConsumerSpec.model_validate(new.get("params") or {})
-        return self._ensure(instance, ident, spec, new.get("stack", ""))
+        return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         name = self.engine_name(ident.name, ident.owner)
@@ -625,7 +627,8 @@ class Consumer(NatsKind):
         with api_errors("drop", f"consumer {ident}"):
             run(instance, work)
 
-    def _ensure(self, instance: SharedInstance, ident: Identity, spec: ConsumerSpec, stack: str) -> dict[str, Any]:
+    def _ensure(self, instance: SharedInstance, ident: Identity, spec: ConsumerSpec, stack: str,
+                verb: str) -> dict[str, Any]:
         """Create the consumer, or converge an existing one of ours; a no-op when it already matches."""
         name, what = self.engine_name(ident.name, ident.owner), f"consumer {ident}"
         stream = Stream.engine_name(spec.stream, ident.owner)
@@ -644,7 +647,7 @@ class Consumer(NatsKind):
             # Same name and stream: the server treats this as an update of the durable consumer.
             await session.js.add_consumer(info.config.name or stream, wanted)
 
-        with api_errors("create", what):
+        with api_errors(verb, what):
             run(instance, work)
         return {**self._base_attributes(instance), "stream": stream, "consumer": name}
 
@@ -731,17 +734,19 @@ class Kv(NatsKind):
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, KvSpec)
-        return self._ensure(instance, ident, spec, props.get("stack", ""))
+        return self._ensure(instance, ident, spec, props.get("stack", ""), "create")
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        return self._ensure(instance, ident, KvSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
+        spec = KvSpec.model_validate(new.get("params") or {})
+        return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         stream, what = KV_STREAM_PREFIX + self.engine_name(ident.name, ident.owner), f"kv {ident}"
         with api_errors("drop", what):
             run(instance, lambda s: delete_owned_stream(s.js, stream, ident, what))
 
-    def _ensure(self, instance: SharedInstance, ident: Identity, spec: KvSpec, stack: str) -> dict[str, Any]:
+    def _ensure(self, instance: SharedInstance, ident: Identity, spec: KvSpec, stack: str,
+                verb: str) -> dict[str, Any]:
         bucket = self.engine_name(ident.name, ident.owner)
         marker = marker_metadata(ident, stack)
 
@@ -758,7 +763,7 @@ class Kv(NatsKind):
             elif kv_params(wanted) != kv_params(live) or wanted.metadata != live.metadata:
                 await session.js.update_stream(wanted)
 
-        with api_errors("create", f"kv {ident}"):
+        with api_errors(verb, f"kv {ident}"):
             run(instance, work)
         return {**self._base_attributes(instance), "bucket": bucket}
 

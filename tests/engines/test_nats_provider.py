@@ -152,6 +152,14 @@ def test_named_streams_get_their_own_subjects_and_coexist(stream, owner, js):
     assert stream_config(js, owner) is None
 
 
+def test_an_update_the_server_refuses_says_update_and_changes_nothing(stream, owner, js):
+    outs = stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
+    news = checked(stream, props("nats", "events", "stream", owner, owner, {"replicas": 3, "maxMsgs": 10}), outs)
+    with pytest.raises(InvalidSpec, match=f"cannot update stream .*@{owner}: the server refused"):
+        stream.update("id", outs, news)
+    assert stream_config(js, owner).max_msgs == -1
+
+
 def test_stream_update_in_place_then_drift(stream, owner, js):
     outs = stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
     params = {"subjects": [f"{owner}.a.>", f"{owner}.b"], "maxAge": 60, "maxBytes": 1_000_000, "maxMsgs": 10}
