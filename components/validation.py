@@ -296,8 +296,13 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
                                            f"only up to {LARGEST_EXACT_INT} (use a smaller value)")
     for param, target in provider.referenced(spec.model_dump(), owner).items():
         target_kind, defaulted = provider.references[param], not getattr(spec, param, None)
-        if not any(d.kind == target_kind and d.uses == decl.uses and (d.name or owner) == target
-                              for _, d in decls):
+        found = next((d for _, d in decls if d.kind == target_kind and d.uses == decl.uses
+                      and (d.name or owner) == target), None)
+        if found is not None:
+            misfit = provider.misfit(param, decl.params, target, found.params, owner)
+            if misfit is not None:
+                report.add(at + tuple(misfit[0].split(".")), misfit[1])
+        else:
             unset = f"unset, so the project's {target_kind}, " if defaulted else ""
             report.add(at + ("params", param), f"{unset}names no {target_kind} {target!r} on instance {decl.uses!r} "
                                                f"in this project (declare it under resources"

@@ -157,6 +157,13 @@ class KindProvider(ResourceProvider):
         return None
 
     @classmethod
+    def misfit(cls, param: str, params: dict[str, Any], target: str, target_params: dict[str, Any],
+               owner: str) -> tuple[str, str] | None:
+        """(field, why) when a declaration with `params` cannot live on the declaration `target` that its
+        `param` references (a NATS consumer filtering outside its stream's subjects); else None."""
+        return None
+
+    @classmethod
     def reached_by(cls, name: str, owner: str, holders: Mapping[str, Iterable[str]]) -> tuple[str, str] | None:
         """(kind, owner) of another project's declaration on the same server whose credential would
         reach this one by a name pattern (a MinIO key reaches every `<owner>-*` bucket); else None.

@@ -30,7 +30,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
 
 from pulumi.dynamic import CheckFailure, CheckResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
@@ -590,6 +590,24 @@ class Consumer(NatsKind):
         if params.get("filter_subject") is not None:
             failures += subjects_failures("params.filterSubject", [params["filter_subject"]], owner)
         return failures
+
+    @classmethod
+    def misfit(cls, param: str, params: dict[str, Any], target: str, target_params: dict[str, Any],
+               owner: str) -> tuple[str, str] | None:
+        # The provider checks the filter against the live stream only when the consumer itself changes:
+        # a stream narrowed later would leave it filtering on subjects the stream no longer takes.
+        try:
+            filter_subject = ConsumerSpec.model_validate(params).filter_subject
+            subjects = Stream.normalized_params(target_params, target, owner)["subjects"]
+        except ValidationError:
+            return None  # a problem of the declarations themselves, reported on them
+        if param != "stream" or not filter_subject or not subject_within(filter_subject, owner_subjects(owner)):
+            return None  # none, or outside the project's subjects: check's tenant rule says so
+        if any(subject_within(filter_subject, s) for s in subjects):
+            return None
+        return ("params.filterSubject",
+                f"{filter_subject!r} is outside the subjects of stream {target!r} ({', '.join(subjects)}), so the "
+                f"consumer would get nothing (filter inside them, or add it to the stream's params.subjects)")
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name = self.engine_name(ident.name, ident.owner)

@@ -357,6 +357,23 @@ def test_nats_streams_on_a_shared_subject_are_a_problem_before_anything_is_made(
         assert problems(tmp_path / f"ok{i}", valid, workspace=workspace) == [], valid
 
 
+def test_a_consumer_filtering_outside_its_streams_subjects_is_a_problem(tmp_path):
+    """The provider checks the filter only when the consumer changes: a stream narrowed later would
+    leave its consumer filtering on subjects the stream no longer takes, receiving nothing."""
+    workspace = {"name": "test", "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": 24222,
+                                                       "adminUser": "admin", "adminSecret": "natsAdmin"}}}
+    stream = "  - uses: events\n    kind: stream\n    name: s1\n    params: {subjects: [shop.s1.a]}\n"
+    consumer = ("  - uses: events\n    kind: consumer\n    name: c1\n"
+                "    params: {stream: s1, filterSubject: shop.s1.b}  # <-\n")
+    text = HEADER + "resources:\n" + stream + consumer
+    (problem,) = problems(tmp_path, text, workspace=workspace)
+    assert problem.path == "resources[1].params.filterSubject" and problem.line == marked_line(text)
+    assert "'shop.s1.b' is outside the subjects of stream 's1' (shop.s1.a)" in problem.message
+    inside = HEADER + "resources:\n" + stream.replace("shop.s1.a", "shop.s1.>") + consumer
+    (tmp_path / "ok").mkdir()
+    assert problems(tmp_path / "ok", inside, workspace=workspace) == []
+
+
 def test_an_env_var_set_twice_is_a_problem_not_a_silent_overwrite(tmp_path):
     env = ("services:\n  api:\n    env:\n      PGUSER: literal\n      import:\n        - from: pg/database\n"
            "          vars: {URL: dsn}\n        - from: pg/database\n          vars:\n"
