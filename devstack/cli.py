@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`devstack resource list | head`): stop quietly, as other tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 141
+    except KeyboardInterrupt:
+        # Ctrl-C: the verb has put back whatever it had not applied; a traceback says nothing more.
+        print("devstack: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

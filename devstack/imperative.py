@@ -491,14 +491,21 @@ def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out
     outcome = Outcome(file_changed=new != original)
     try:
         plan = target.targets()
-        if confirm is not None:
-            planned = preview(target, out, plan)
-            if not planned:
-                return outcome
-            if note:
-                out(note)
-            if not confirm(f"{question}?"):
-                raise Aborted("update", target.what, "not confirmed", "nothing was changed; --yes skips the question")
+        try:
+            if confirm is not None:
+                planned = preview(target, out, plan)
+                if not planned:
+                    return outcome
+                if note:
+                    out(note)
+                if not confirm(f"{question}?"):
+                    raise Aborted("update", target.what, "not confirmed", "nothing was changed; --yes skips the question")
+        except KeyboardInterrupt:
+            # Stopped before the update: nothing was applied, so the file must not say otherwise.
+            # (Stopped during it, the state may hold the change: the file then keeps it.)
+            if outcome.file_changed:
+                write_text(target.project.path, original)
+            raise
         result = update(target, plan)
     except (EngineError, IdentityConflict, Aborted) as err:
         if not outcome.file_changed:

@@ -182,6 +182,24 @@ def test_declined_confirmation_restores_the_file(scratch, monkeypatch):
     assert "pass --yes" in scratch.capsys.readouterr().err
 
 
+def test_ctrl_c_before_the_update_restores_the_file(scratch, monkeypatch):
+    """Interrupted at the question (or in the preview), nothing was applied: the file must not say otherwise."""
+    original = scratch.file.read_bytes()
+
+    class Interrupted(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+        def readline(self, *_args) -> str:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("sys.stdin", Interrupted())
+    code, _out, err = scratch.verb("queue", "add", "q1", yes=False)
+    assert code == 130 and "interrupted" in err and "Traceback" not in err
+    assert scratch.file.read_bytes() == original
+    assert scratch.state_keys() == set()
+
+
 def test_existing_entry_with_other_params_is_refused(scratch):
     original = scratch.file.read_bytes()
     code, _, err = scratch.verb("queue", "add", "by-hand", "--param", "delaySeconds=3")
