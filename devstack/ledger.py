@@ -136,23 +136,20 @@ def open_stack(
         return auto.Stack.select(workspace, workspace_obj)
     except auto.errors.StackNotFoundError as err:
         raise NotFound(
-            "open", f"stack {workspace!r}", f"the backend {_safe_url(variables['PULUMI_BACKEND_URL'])} has no such stack",
+            "open", f"stack {workspace!r}", f"the backend {hide_passwords(variables['PULUMI_BACKEND_URL'])} has no such stack",
             "run `pulumi up --stack <workspace>` first, or pass --workspace / --backend-url",
         ) from err
     except auto.errors.CommandError as err:
         raise EngineError("open", f"stack {workspace!r}", cli_error(err)) from err
 
 
-def _safe_url(url: str) -> str:
-    """A backend URL without its password (postgres://user:pass@host/db)."""
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        credentials, _, host = rest.rpartition("@")
-        rest = f"{credentials.split(':', 1)[0]}:***@{host}"
-    return scheme + sep + rest
+#: A password inside a backend URL: postgres://user:pass@host/db, or ...?user=u&password=pass.
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+):[^@\s]+@|([?&]password=)[^&\s]+")
 
 
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]+):[^@\s]+@")
+def hide_passwords(text: str) -> str:
+    """`text` with the password of every backend URL in it replaced by ***."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:***@" if m.group(1) else f"{m.group(2)}***", text)
 
 
 def cli_error(err: BaseException) -> str:
@@ -166,7 +163,7 @@ def cli_error(err: BaseException) -> str:
     errors = list(dict.fromkeys(_raised(lines[i + 1:]) if line == _TRACEBACK else line
                                 for i, line in enumerate(lines) if line.startswith("error:")))
     why = [line for line in errors if not _CLI_CLOSING.search(line)]
-    return _URL_PASSWORD.sub(r"\1:***@", "\n".join(why) if why else (errors or lines or ["pulumi failed"])[-1])
+    return hide_passwords("\n".join(why) if why else (errors or lines or ["pulumi failed"])[-1])
 
 
 _TRACEBACK = "error: Traceback (most recent call last):"

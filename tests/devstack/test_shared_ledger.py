@@ -67,6 +67,17 @@ def test_list_show_on_the_postgres_backend(sandbox: Sandbox, backend_url):
     assert sandbox.cli("resource", "list", "-w", "team").returncode == 3
 
 
+def test_a_backend_password_in_the_query_string_is_not_printed(sandbox: Sandbox, backend_url, admin):
+    url, _connect, database = backend_url
+    a = admin["postgres"]
+    as_query = f"postgres://127.0.0.1:{PG_PORT}/{database}?sslmode=disable&user={a.user}&password={a.password}"
+    for backend in (as_query, url):
+        shared = Sandbox(env={**sandbox.env, "PULUMI_BACKEND_URL": backend}, work=sandbox.work)
+        missing = shared.cli("resource", "list", "-w", "nosuch")
+        assert missing.returncode == 3 and "has no such stack" in missing.stderr
+        assert a.password not in missing.stderr + missing.stdout and "***" in missing.stderr
+
+
 def test_up_rm_destroy_on_the_postgres_backend(sandbox: Sandbox, backend_url, admin, local_shared):
     url, _, _ = backend_url
     owner = f"pb-{token()}"
