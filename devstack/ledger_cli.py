@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from devstack import cli, ledger
-from devstack.errors import DevstackError, NotFound
+from devstack.errors import DevstackError, InvalidQuery, NotFound
 
 _NO_TTY = "not confirmed: no terminal to ask on (pass --yes)"
 
@@ -245,6 +245,7 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
     """The resource's project file without its entry, as (path, new text, relative path), once the
     workspace has been validated that way; empty when no file declares it. InvalidDeclaration else."""
     from devstack import imperative
+    from devstack.yamledit import EditError
 
     try:
         workspace = imperative.Workspace.of(stack)
@@ -252,7 +253,12 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
         return []  # a stack without a workspace config has no devstack.yaml to edit
     for ref in workspace.projects():
         if ref.name == resource.project and ref.path.is_file():
-            text = imperative.without_declaration(ref.path, resource.instance, resource.kind, resource.name)
+            try:
+                text = imperative.without_declaration(ref.path, resource.instance, resource.kind, resource.name)
+            except EditError as err:
+                raise InvalidQuery("remove", resource.id, f"cannot take its entry out of {ref.relative}: {err}",
+                                   "nothing was changed; edit the file as it says, or remove the entry by hand "
+                                   "and run `pulumi up`") from err
             if text is not None:
                 workspace.check(ref.relative, text, f"the removal of {resource.id}")
                 return [(ref.path, text, ref.relative)]

@@ -29,6 +29,9 @@ class EditError(ValueError):
     """The file cannot be edited safely; nothing was changed."""
 
 
+FLOW_LIST = "`resources` is a flow list ([...]); write it as a block list (one `- ` per entry) to edit it"
+
+
 # --- queries -------------------------------------------------------------
 
 
@@ -49,11 +52,14 @@ def matching_entries(data: Any, uses: str, kind: str, name: str) -> list[int]:
 
 def add_entry(text: str, entry: dict[str, Any]) -> str:
     """`text` with `entry` appended to `resources:` (created when absent)."""
+    text = _ending_in_newline(text)
     data = _load(text)
     root, key, seq = _locate(text)
     if seq is None or _is_empty(seq):
         new = _add_first(text, root, key, seq, entry)
     else:
+        if seq.flow_style:
+            raise EditError(FLOW_LIST)
         last = seq.value[-1]
         dash = _dash_index(text, last)
         dash_col = dash - _line_start(text, dash)
@@ -81,6 +87,7 @@ def remove_entry(text: str, index: int) -> str:
 
 def set_entry_field(text: str, index: int, field: str, value: Any) -> str:
     """`text` with `resources[index].<field>` set to `value` (replaced in place or added last)."""
+    text = _ending_in_newline(text)
     data = _load(text)
     _, _, seq = _locate(text)
     item = _item(seq, index)
@@ -102,6 +109,11 @@ def set_entry_field(text: str, index: int, field: str, value: Any) -> str:
 
 
 # --- helpers -------------------------------------------------------------
+
+
+def _ending_in_newline(text: str) -> str:
+    """Entries are added after the last line: a file whose last line has no newline gets one first."""
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 def _load(text: str) -> Any:
@@ -153,7 +165,7 @@ def _item(seq: yaml.Node | None, index: int) -> yaml.Node:
     if not isinstance(seq, yaml.SequenceNode) or not 0 <= index < len(seq.value):
         raise EditError(f"there is no resources[{index}]")
     if seq.flow_style:
-        raise EditError("`resources` is a flow list ([...]); write it as a block list (one `- ` per entry) to edit it")
+        raise EditError(FLOW_LIST)
     return seq.value[index]
 
 

@@ -198,6 +198,18 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     remaining = {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
     assert remaining == {f"nats/events/stream/{a}@{a}", f"nats/events/consumer/worker@{a}", f"postgres/pg/database/{b}@{b}"}
 
+    # A declaration the file editor cannot take out (a flow list) is refused naming the file; nothing changes.
+    written = (sandbox.work / files[1]).read_text()
+    flow = {**yaml.safe_load(written), "resources": []}
+    flow_text = yaml.safe_dump(flow, sort_keys=False).replace("resources: []", "resources: [{uses: pg, kind: database, purge: true}]")
+    (sandbox.work / files[1]).write_text(flow_text)
+    refused = sandbox.cli("resource", "rm", b, "--kind", "database", "-w", "rmd")
+    assert refused.returncode == InvalidQuery.exit_code and "Traceback" not in refused.stderr
+    assert f"cannot take its entry out of {files[1]}" in refused.stderr and "flow list" in refused.stderr
+    assert (sandbox.work / files[1]).read_text() == flow_text
+    assert f"postgres/pg/database/{b}@{b}" in {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
+    (sandbox.work / files[1]).write_text(written)
+
     # destroy without --purge-data keeps every resource's data, even one declared with purge: true.
     destroyed = sandbox.cli_json("destroy", "-w", "rmd")
     assert sorted(destroyed["untracked"]) == sorted(remaining) and destroyed["dropped"] == []

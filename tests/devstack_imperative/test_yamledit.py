@@ -117,6 +117,22 @@ def test_unsafe_edits_are_refused(text, message):
             add_entry(text, QUEUE)
 
 
+def test_a_flow_list_is_refused_by_every_edit():
+    text = "name: x\nresources: [{uses: a, kind: b}]\n"
+    for edit in (lambda: add_entry(text, QUEUE), lambda: remove_entry(text, 0),
+                 lambda: set_entry_field(text, 0, "purge", True)):
+        with pytest.raises(EditError, match="flow list"):
+            edit()
+
+
+def test_a_last_line_without_newline_is_edited_like_any_other():
+    text = "name: x\nresources:\n  - uses: a\n    kind: b"
+    added = yaml.safe_load(add_entry(text, QUEUE))
+    assert added["resources"] == [{"uses": "a", "kind": "b"}, QUEUE]
+    purged = yaml.safe_load(set_entry_field(text, 0, "purge", True))
+    assert purged["resources"] == [{"uses": "a", "kind": "b", "purge": True}]
+
+
 def test_matching_entries_default_the_name_to_the_project():
     data = yaml.safe_load(SHOP)
     assert matching_entries(data, "pg", "database", "shop") == [0]
