@@ -16,6 +16,10 @@ resource, why and what to do, so the engine gets that line alone
 (`Conflict: cannot create ...`); anything else keeps its traceback, as a bug
 should.
 
+When the engine is killed (`kill -9` of `pulumi up`), it never interrupts the
+server: the server notices its parent is gone, lets the calls under way finish
+and exits.
+
 When the engine interrupts it (the deployment is over), the process exits at
 once instead of finalizing the interpreter: every call's effect is durable
 before the call returns, so there is nothing to tear down, and destroying the
@@ -27,6 +31,8 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -71,6 +77,22 @@ class ExpectedErrorsAsMessages(grpc.ServerInterceptor):
         )
 
 
+#: How often the server looks for the engine that started it, and how long the calls under way
+#: get to finish once it is gone.
+ORPHAN_POLL_SECONDS, ORPHAN_GRACE_SECONDS = 1.0, 60.0
+
+
+def exit_when_orphaned(server: grpc.Server, engine_pid: int) -> None:
+    """A killed `pulumi` never sends its SIGINT. Once the engine is gone, let the calls under way
+    finish (what they make, the next up adopts), then exit instead of idling for ever."""
+    while os.getppid() == engine_pid:
+        time.sleep(ORPHAN_POLL_SECONDS)
+    server.stop(ORPHAN_GRACE_SECONDS).wait()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main() -> None:
     make_server = grpc.server
 
@@ -78,7 +100,10 @@ def main() -> None:
         # The module builds its own 4-thread pool inline; swap it before it serves anything.
         thread_pool.shutdown(wait=False)
         pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="provider")
-        return make_server(pool, *args, interceptors=[ExpectedErrorsAsMessages()], **kwargs)
+        server = make_server(pool, *args, interceptors=[ExpectedErrorsAsMessages()], **kwargs)
+        threading.Thread(target=exit_when_orphaned, args=(server, os.getppid()), name="orphan-watch",
+                         daemon=True).start()
+        return server
 
     grpc.server = server_with_more_workers
     # Returns once SIGINT has stopped the server.

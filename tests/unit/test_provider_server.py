@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -92,3 +93,33 @@ def test_errors_raised_on_purpose_read_as_their_message_and_bugs_keep_their_trac
     finally:
         server.kill()
         server.wait()
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_server_whose_engine_was_killed_exits_by_itself():
+    """`kill -9` of `pulumi up` sends the provider no SIGINT: it must notice and exit, not idle for ever."""
+    engine = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -u -m tools.provider_server 127.0.0.1:1 & '
+                                           'echo "pid=$!"; wait'],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = [engine.stdout.readline().strip() for _ in range(2)]
+    pid = int(next(line for line in lines if line.startswith("pid=")).removeprefix("pid="))
+    port = int(next(line for line in lines if not line.startswith("pid=")))
+    try:
+        assert creates_together(port) == [GATE_SIZE] * GATE_SIZE
+        assert not exited(pid)  # its engine is alive: it serves on
+        engine.kill()
+        engine.wait()
+        deadline = time.monotonic() + 15
+        while not exited(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert exited(pid)
+    finally:
+        if not exited(pid):
+            os.kill(pid, signal.SIGKILL)
