@@ -29,7 +29,7 @@ NOT_STARTED = 127
 
 @guarded
 def run_env(args: argparse.Namespace) -> int:
-    found = ledger.service_env(open_from(args), args.project, args.service, show_secrets=args.show_secrets)
+    found = _environment(args, show_secrets=args.show_secrets)
     if args.json:
         emit_json(found)
         return 0
@@ -39,6 +39,17 @@ def run_env(args: argparse.Namespace) -> int:
     if found.secret_vars and not found.secrets_shown:
         print(f"secrets masked: {', '.join(found.secret_vars)} (--show-secrets shows them)", file=sys.stderr)
     return 0
+
+
+def _environment(args: argparse.Namespace, show_secrets: bool) -> ledger.ServiceEnv:
+    """The service's environment, with a warning on stderr when the outputs it comes from may be stale."""
+    stack = open_from(args)
+    found = ledger.service_env(stack, args.project, args.service, show_secrets=show_secrets)
+    if ledger.last_up_failed(stack):
+        print("warning: the last `pulumi up` failed, and Pulumi keeps the stack outputs of the last one that "
+              "finished: values changed since (a rotated password, say) may be old here; run `pulumi up`",
+              file=sys.stderr)
+    return found
 
 
 def exec_with_env(command: list[str], env: dict[str, str]) -> int:
@@ -73,7 +84,7 @@ def run_exec(args: argparse.Namespace) -> int:
     _exec_head().parse_args(ours, namespace=args)
     if not command:
         raise InvalidQuery("run", "a command", "none was given", "devstack exec PROJECT SERVICE -- CMD [ARG...]")
-    found = ledger.service_env(open_from(args), args.project, args.service, show_secrets=True)
+    found = _environment(args, show_secrets=True)
     sys.stdout.flush()
     return exec_with_env(command, found.env)
 

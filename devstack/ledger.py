@@ -734,6 +734,15 @@ def service_env(stack: auto.Stack, project: str, service: str, *, show_secrets: 
                       env={k: _env_text(v) for k, v in sorted(env.items())}, secret_vars=secret, secrets_shown=show_secrets)
 
 
+def last_up_failed(stack: auto.Stack) -> bool:
+    """Whether the stack's last update failed: its resources may then be newer than its outputs."""
+    try:
+        updates = stack.history(page_size=20, show_secrets=False)
+    except auto.errors.CommandError:
+        return False  # no history to tell: say nothing rather than fail the command
+    return next((u.result == "failed" for u in updates if u.kind == "update"), False)
+
+
 def _service_section(outputs: dict[str, Any], workspace: str, project: str, service: str) -> dict[str, Any]:
     if project not in outputs:
         raise NotFound("read the environment of", f"{project}/{service}",

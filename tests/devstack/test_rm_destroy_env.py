@@ -239,3 +239,28 @@ def test_destroy_purge_data_drops_everything_after_confirmation(sandbox, admin, 
     with pg(admin) as conn:
         assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (db_a,)).fetchone() is None
     assert sandbox.cli_json("resource", "list", "-w", "purge")["total"] == 0
+
+
+def test_env_warns_while_the_last_up_failed(sandbox, admin, local_shared, names):
+    """Pulumi keeps the outputs of the last up that finished: after a failed one (which may have rotated
+    a password already) the environment may be stale, and `env` must say so."""
+    from pulumi import automation as auto
+
+    a, _ = names
+    service = {"api": {"uses": ["pg"], "env": {"import": [{"from": "pg/database", "vars": {"PGUSER": "user"}}]}}}
+    files = [write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True}], services=service)]
+    stack = configure_stack(sandbox, "stale", local_shared, admin, files)
+    stack.up()
+    fine = sandbox.cli("env", a, "api", "-w", "stale")
+    assert fine.returncode == 0 and "warning" not in fine.stderr
+    write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True},
+                       {"uses": "pg", "kind": "database", "name": "other", "params": {"locale": "xx_YY.UTF-8"}}],
+          services=service)
+    with pytest.raises(auto.errors.CommandError):
+        stack.up()
+    stale = sandbox.cli("env", a, "api", "-w", "stale")
+    assert stale.returncode == 0 and "warning: the last `pulumi up` failed" in stale.stderr
+    write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True}], services=service)
+    stack.up()
+    assert "warning" not in sandbox.cli("env", a, "api", "-w", "stale").stderr
+    stack.destroy()
