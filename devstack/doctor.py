@@ -48,6 +48,7 @@ from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack.errors import DevstackError
 from providers import registry
 from providers.instances import SharedInstance, instances_from_config, parse_object
+from tools.engines.credentials import LOCAL_STACK
 from tools.pulumi_env import BIN_DIR, ROOT
 
 SETUP = "scripts/setup"
@@ -167,15 +168,19 @@ class InstanceHealth:
         return {**data, "ok": self.ok, "degradedVerbs": self.degraded_verbs()}
 
 
-def check_instance(instance: SharedInstance, declared: list[str], local_port: int | None) -> InstanceHealth:
+def check_instance(instance: SharedInstance, declared: list[str], local_port: int | None,
+                   local_stack: bool = True) -> InstanceHealth:
     """Reach, version, admin login and usable kinds of one instance; never raises.
 
     `local_port` is the port of this machine's engine of that kind, so a
     loopback instance there is fixed by starting it; others by their owner.
+    Starting it also writes its admin password, but into the local stack's
+    config only (`local_stack`): another stack's is set by hand.
     """
     health = InstanceHealth(instance.name, instance.engine, instance.address, declared_kinds=sorted(set(declared)))
     local = instance.host in LOOPBACK and instance.port == local_port
     start = f"python -m tools.engines start {instance.engine}"
+    credential_start = start if local and local_stack else None
     try:
         socket.create_connection((instance.host, instance.port), timeout=TIMEOUT).close()
     except OSError as err:
@@ -185,7 +190,7 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
     health.reachable = True
     if instance.admin_password is None:
         health.problem = f"no admin password in the stack config (devstack:{instance.admin_secret})"
-        health.fix = start if local else f"pulumi config set --secret devstack:{instance.admin_secret} (value on stdin)"
+        health.fix = credential_start or f"pulumi config set --secret devstack:{instance.admin_secret} (value on stdin)"
         return health
     try:
         health.version = PROBES[instance.engine](instance)
@@ -193,7 +198,7 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
     except Rejected as err:
         health.admin = False
         health.problem = f"the admin credential was refused: {err}"
-        health.fix = start if local else f"set devstack:{instance.admin_secret} to the admin password of {instance.address}"
+        health.fix = credential_start or f"set devstack:{instance.admin_secret} to the admin password of {instance.address}"
         return health
     except ImportError as err:
         health.problem, health.fix = f"the {instance.engine} client library is missing: {err}", SETUP
@@ -393,7 +398,8 @@ def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN
     except (ValidationError, AttributeError, TypeError):  # malformed workspace: `problems` says where
         return Report(str(raw.get("name", stack)) if isinstance(raw, dict) else stack, toolchain(bin_dir), [],
                       problems or ["devstack:workspace is not a mapping with name, shared and projects"])
-    instances = [check_instance(i, declared.get(n, []), _local_port(i.engine)) for n, i in shared.items()]
+    instances = [check_instance(i, declared.get(n, []), _local_port(i.engine), local_stack=stack == LOCAL_STACK)
+                 for n, i in shared.items()]
     return Report(name, toolchain(bin_dir), instances, problems)
 
 
@@ -453,7 +459,7 @@ def _run(args: argparse.Namespace) -> int:
 def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tuple[dict[str, Any], Path, frozenset[str]]:
     """The stack's config with secrets (through the CLI); without a working CLI, the file's plain part
     and the names of the secret keys it could not decrypt."""
-    from devstack.ledger import open_stack
+    from devstack.ledger import open_stack, stack_config
 
     try:
         stack = open_stack(workspace, backend_url, work_dir)
@@ -462,7 +468,7 @@ def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tup
     except Exception:  # the CLI itself is broken: the toolchain check says how to fix it
         plain, unreadable = _plain_config(work_dir, workspace)
         return plain, work_dir, unreadable
-    return {key: value.value for key, value in stack.get_all_config().items()}, Path(stack.workspace.work_dir), frozenset()
+    return stack_config(stack), Path(stack.workspace.work_dir), frozenset()
 
 
 def _plain_config(work_dir: Path, workspace: str) -> tuple[dict[str, Any], frozenset[str]]:

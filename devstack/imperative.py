@@ -54,7 +54,7 @@ from components import templates
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable, stack_config_file
-from devstack import cli, yamledit
+from devstack import cli, ledger, yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger import EXCEPTION_LINE
 from devstack.ledger_cli import add_stack_options, open_from, resource_group
@@ -96,6 +96,8 @@ class ProjectRef:
     name: str
     relative: str
     path: Path
+    #: Why the file cannot be read (not YAML, not UTF-8, missing); None when it can.
+    unreadable: str | None = None
 
 
 @dataclass
@@ -110,12 +112,14 @@ class Workspace:
     @classmethod
     def of(cls, stack: auto.Stack) -> Workspace:
         """Read the workspace config of `stack`; InvalidQuery when it is missing or malformed."""
-        try:
-            raw = parse_object(stack.get_config("devstack:workspace").value)
-            config = WorkspaceConfig.model_validate(raw)
-        except auto.errors.CommandError as err:
+        values = ledger.stack_config(stack)
+        if "devstack:workspace" not in values:
+            display = stack_config_file(Path(stack.workspace.work_dir), stack.name)
             raise NotFound("read", f"the workspace of stack {stack.name!r}", "no devstack:workspace in its config",
-                           "set it in stacks/Pulumi.<workspace>.yaml") from err
+                           f"set it in {display}")
+        try:
+            raw = parse_object(values["devstack:workspace"])
+            config = WorkspaceConfig.model_validate(raw)
         except (ValidationError, ValueError) as err:
             raise InvalidQuery("read", f"the workspace of stack {stack.name!r}", str(err).splitlines()[0],
                                "`pulumi preview` lists every problem") from err
@@ -144,12 +148,16 @@ class Workspace:
         refs = []
         for relative in self.config.projects:
             path = self.root / relative
+            data, unreadable = None, None
             try:
                 data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError):
-                data = None
+            except yaml.MarkedYAMLError as err:
+                unreadable = f"not valid YAML at line {err.problem_mark.line + 1}: {err.problem}"
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+                unreadable = str(err).splitlines()[0]
             name = data.get("name") if isinstance(data, dict) else None
-            refs.append(ProjectRef(name=str(name) if name else relative, relative=relative, path=path))
+            refs.append(ProjectRef(name=str(name) if name else relative, relative=relative, path=path,
+                                   unreadable=unreadable))
         return refs
 
     def project(self, name: str | None) -> ProjectRef:
@@ -163,6 +171,11 @@ class Workspace:
         for ref in refs:
             if name in (ref.name, ref.relative):
                 return ref
+        unreadable = [ref for ref in refs if ref.unreadable]
+        if unreadable:  # its name may be in there
+            raise InvalidQuery("pick", f"project {name!r}", "; ".join(f"{ref.relative} cannot be read: {ref.unreadable}"
+                                                                     for ref in unreadable),
+                               "fix the file (`pulumi preview` shows every problem)")
         raise NotFound("pick", f"project {name!r}", f"workspace {self.config.name!r} has no such project",
                        f"projects: {', '.join(r.name for r in refs) or 'none'}")
 
@@ -182,7 +195,7 @@ class Workspace:
             (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
             (scratch / relative).write_text(text, encoding="utf-8")
             display = stack_config_file(self.root, self.stack.name)
-            keys = set(self.stack.get_all_config())  # which `devstack:` keys are set
+            keys = set(ledger.stack_config(self.stack))  # which `devstack:` keys are set
             try:
                 validate(self.raw, scratch, load_yaml_if_usable(self.root / display, display), display,
                          config_is_set=lambda key: f"devstack:{key}" in keys)

@@ -485,7 +485,12 @@ def stack_config(stack: auto.Stack) -> dict[str, Any]:
     try:
         return {key: value.value for key, value in stack.get_all_config().items()}
     except auto.errors.CommandError as err:
-        raise EngineError("read the config of", f"stack {stack.name!r}", cli_error(err)) from err
+        from components.yamlfile import stack_config_file
+
+        display = stack_config_file(Path(stack.workspace.work_dir), stack.name)
+        raise EngineError("read the config of", f"stack {stack.name!r}", cli_error(err),
+                          f"fix {display}, or the passphrase if it cannot be decrypted "
+                          f"(PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE)") from err
 
 
 def configured_provider(config: Mapping[str, Any], engine: str, kind: str):

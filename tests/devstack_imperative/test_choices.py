@@ -25,7 +25,7 @@ def workspace(tmp_path: Path, shared: dict, projects: dict[str, str]) -> imperat
         (tmp_path / relative).write_text(f"apiVersion: devstack/v1\nkind: Project\nname: {name}\n")
     raw = {"name": "ws", "shared": shared, "projects": list(projects)}
     stack = SimpleNamespace(name="dev", workspace=SimpleNamespace(project_settings=lambda: SimpleNamespace(name="devstack")),
-                            get_all_config=lambda: {"devstack:s": "set"})
+                            get_all_config=lambda: {"devstack:s": SimpleNamespace(value="set")})
     return imperative.Workspace(stack=stack, root=tmp_path, raw=raw, config=WorkspaceConfig.model_validate(raw))
 
 
@@ -58,6 +58,11 @@ def test_project_by_name_or_path(ws, tmp_path):
         ws.project("nope")
     single = workspace(tmp_path / "one", {"pg": instance("postgres", 1)}, {"a/devstack.yaml": "alpha"})
     assert single.project(None).name == "alpha"
+    # A file that is not YAML may be the one named: say so, not "no such project".
+    (tmp_path / "blog/devstack.yaml").write_text("apiVersion: devstack/v1\nname: blog\nresources: [{uses: pg\n")
+    with pytest.raises(InvalidQuery, match=r"blog/devstack.yaml cannot be read: not valid YAML at line 4"):
+        ws.project("blog")
+    assert ws.project("shop").name == "shop"
 
 
 def test_params_parse_as_yaml_values_with_keys_as_written():

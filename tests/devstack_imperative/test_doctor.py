@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from devstack import doctor
+from devstack.errors import EngineError
 from providers import registry
 from tests.devstack_imperative.conftest import INSTANCES, closed_port, project_text, shared_config
 
@@ -85,12 +86,17 @@ def test_stopped_engine_through_the_command_exits_1(scratch, admin):
 @pytest.mark.parametrize("engine", ["postgres", "redis", "minio", "nats", "kafka"])
 def test_refused_admin_credential(admin, root, engine):
     config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"], passwords={engine: "not-the-password"})
-    report = doctor.diagnose(config, root, "doc")
+    report = doctor.diagnose(config, root, "local")
     down = next(h for h in report.instances if h.engine == engine)
     assert (down.reachable, down.admin, down.ok) == (True, False, False)
     assert down.problem.startswith("the admin credential was refused")
+    # Starting the local engine writes its password into the local stack's config ...
     assert down.fix == f"python -m tools.engines start {engine}"
     assert all(h.ok for h in report.instances if h.engine != engine)
+    # ... and no other stack's: there the key is set by hand.
+    other = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == engine)
+    key = f"{INSTANCES[engine]}Admin"
+    assert other.fix == f"set devstack:{key} to the admin password of 127.0.0.1:{other.address.split(':')[1]}"
 
 
 def test_moto_accepts_any_credential(admin, root):
@@ -183,3 +189,24 @@ def test_malformed_workspace_is_a_problem_not_a_crash(root):
     report = doctor.diagnose(config, root, "doc")
     assert (report.ok, report.instances) == (False, [])
     assert any("shared.pg.port: is required" in p for p in report.problems), report.problems
+
+
+def test_an_unreadable_stack_config_is_one_error_naming_the_file_not_a_traceback(scratch, monkeypatch, tmp_path):
+    """A stack config that is not YAML, or a passphrase that cannot decrypt it: the doctor and the
+    verbs say which file to fix and change nothing."""
+    config_file = scratch.work / f"Pulumi.{scratch.stack.name}.yaml"
+    original, project = config_file.read_text(), scratch.file.read_bytes()
+    config_file.write_text(original + "  bad: [\n")
+    for argv in (("doctor",), ("queue", "add", "q1")):
+        code, out, err = scratch.verb(*argv, yes=argv[0] != "doctor")
+        assert code == EngineError.exit_code and "Traceback" not in out + err, err
+        assert f"fix Pulumi.{scratch.stack.name}.yaml" in err
+    config_file.write_text(original)
+    wrong = tmp_path / "wrong-passphrase"
+    wrong.write_text("not the passphrase")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(wrong))
+    for argv in (("doctor",), ("queue", "add", "q1")):
+        code, out, err = scratch.verb(*argv, yes=argv[0] != "doctor")
+        assert code == EngineError.exit_code and "Traceback" not in out + err, err
+        assert "PULUMI_CONFIG_PASSPHRASE" in err
+    assert scratch.file.read_bytes() == project
