@@ -308,8 +308,10 @@ def parse_params(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def read_text(path: Path) -> str:
+    """The file as it is, line ends included (CRLF stays CRLF: write_text puts back what it gets)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8", newline="") as handle:
+            return handle.read()
     except OSError as err:
         raise NotFound("read", str(path), err.strerror or str(err), "fix devstack:workspace.projects") from err
     except UnicodeDecodeError as err:

@@ -17,7 +17,9 @@ flow list (`resources: [{...}]`) is refused with a message, not rewritten.
 from __future__ import annotations
 
 import copy
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -50,6 +52,21 @@ def matching_entries(data: Any, uses: str, kind: str, name: str) -> list[int]:
 # --- edits ---------------------------------------------------------------
 
 
+def _keeping_line_ends(edit: Callable[..., str]) -> Callable[..., str]:
+    """A file with CRLF line ends is edited as LF and written back with CRLF, so the lines an edit
+    adds end like the rest. Mixed line ends are left as they are."""
+
+    @functools.wraps(edit)
+    def edited(text: str, *args: Any) -> str:
+        if "\r\n" not in text or text.count("\n") != text.count("\r\n"):
+            return edit(text, *args)
+        return edit(text.replace("\r\n", "\n"), *args).replace("\n", "\r\n")
+
+    return edited
+
+
+
+@_keeping_line_ends
 def add_entry(text: str, entry: dict[str, Any]) -> str:
     """`text` with `entry` appended to `resources:` (created when absent)."""
     text = _ending_in_newline(text)
@@ -70,6 +87,7 @@ def add_entry(text: str, entry: dict[str, Any]) -> str:
     return _checked(new, expected, "add the entry")
 
 
+@_keeping_line_ends
 def remove_entry(text: str, index: int) -> str:
     """`text` without entry `index` of `resources:`; the only entry leaves `resources: []`."""
     data = _load(text)
@@ -85,6 +103,7 @@ def remove_entry(text: str, index: int) -> str:
     return _checked(new, expected, f"remove resources[{index}]")
 
 
+@_keeping_line_ends
 def set_entry_field(text: str, index: int, field: str, value: Any) -> str:
     """`text` with `resources[index].<field>` set to `value` (replaced in place or added last)."""
     text = _ending_in_newline(text)

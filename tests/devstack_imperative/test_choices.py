@@ -250,3 +250,14 @@ def test_a_failed_refresh_keeps_every_reason_the_program_gave():
     # A provider's unexpected exception: its own last line, not `Traceback (most recent call last):`.
     assert cli_error(CliFailure(TRACEBACK)) == ("error: providers.errors.Conflict: cannot create database "
                                                 "postgres/pg/database/x@a: 'x' belongs to another project")
+
+
+def test_a_crlf_project_file_keeps_its_line_ends_through_an_edit(tmp_path):
+    """Read as it is (not with Python's newline translation), so the rest of the file is not rewritten."""
+    path = tmp_path / "devstack.yaml"
+    text = ("apiVersion: devstack/v1\r\nkind: Project\r\nname: shop\r\nresources:\r\n"
+            "  - uses: pg\r\n    kind: database\r\n  - uses: aws\r\n    kind: queue\r\n    name: jobs\r\n")
+    path.write_bytes(text.encode())
+    assert imperative.read_text(path) == text
+    edited = imperative.without_declaration(path, "aws", "queue", "jobs")
+    assert edited == "apiVersion: devstack/v1\r\nkind: Project\r\nname: shop\r\nresources:\r\n  - uses: pg\r\n    kind: database\r\n"

@@ -133,6 +133,15 @@ def test_a_last_line_without_newline_is_edited_like_any_other():
     assert purged["resources"] == [{"uses": "a", "kind": "b", "purge": True}]
 
 
+def test_a_crlf_file_keeps_crlf_line_ends_in_what_an_edit_adds():
+    text = SHOP.replace("\n", "\r\n")
+    added = add_entry(text, QUEUE)
+    assert added.count("\n") == added.count("\r\n") and yaml.safe_load(added)["resources"][-1] == QUEUE
+    purged = set_entry_field(text, 1, "purge", True)
+    assert purged.count("\n") == purged.count("\r\n") and yaml.safe_load(purged)["resources"][1]["purge"] is True
+    assert remove_entry(added, 2) == text
+
+
 def test_matching_entries_default_the_name_to_the_project():
     data = yaml.safe_load(SHOP)
     assert matching_entries(data, "pg", "database", "shop") == [0]
