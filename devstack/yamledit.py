@@ -65,7 +65,6 @@ def _keeping_line_ends(edit: Callable[..., str]) -> Callable[..., str]:
     return edited
 
 
-
 @_keeping_line_ends
 def add_entry(text: str, entry: dict[str, Any]) -> str:
     """`text` with `entry` appended to `resources:` (created when absent)."""
@@ -169,13 +168,10 @@ def _add_first(text: str, root, key, value, entry: dict[str, Any]) -> str:
     if key is None:
         if root is not None and root.flow_style:
             raise EditError("the document is a flow mapping; write it in block style to edit it")
-        body = text if not text or text.endswith("\n") else text + "\n"
-        return body + f"{KEY}:\n" + _render(entry, 2, 4)
+        return text + f"{KEY}:\n" + _render(entry, 2, 4)  # add_entry ended `text` with a newline
     if value.start_mark.index != value.end_mark.index:  # `[]`, `~` or `null`: drop it
         text = text[: value.start_mark.index].rstrip(" ") + text[value.end_mark.index:]
     at = _after_line(text, key.end_mark.index)
-    if not text.endswith("\n") and at == len(text):
-        text, at = text + "\n", len(text) + 1
     indent = key.start_mark.column + 2
     return text[:at] + _render(entry, indent, indent + 2) + text[at:]
 

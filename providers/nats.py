@@ -128,6 +128,12 @@ def subject_within(subject: str, pattern: str) -> bool:
     return len(have) == len(want)
 
 
+def filters_inside(filter_subject: str | None, subjects: list[str]) -> bool:
+    """Whether a consumer filtering on `filter_subject` (None: everything) gets only what a stream
+    on `subjects` holds."""
+    return not filter_subject or any(subject_within(filter_subject, s) for s in subjects)
+
+
 def subjects_overlap(one: str, other: str) -> bool:
     """True when some subject matches both filters (NATS refuses two streams that share one)."""
     mine, theirs = one.split("."), other.split(".")
@@ -596,14 +602,16 @@ class Consumer(NatsKind):
                owner: str) -> tuple[str, str] | None:
         # The provider checks the filter against the live stream only when the consumer itself changes:
         # a stream narrowed later would leave it filtering on subjects the stream no longer takes.
+        if param != "stream":
+            return None
         try:
             filter_subject = ConsumerSpec.model_validate(params).filter_subject
             subjects = Stream.normalized_params(target_params, target, owner)["subjects"]
         except ValidationError:
             return None  # a problem of the declarations themselves, reported on them
-        if param != "stream" or not filter_subject or not subject_within(filter_subject, owner_subjects(owner)):
-            return None  # none, or outside the project's subjects: check's tenant rule says so
-        if any(subject_within(filter_subject, s) for s in subjects):
+        if not filters_inside(filter_subject, [owner_subjects(owner)]):
+            return None  # outside the project's subjects: check's tenant rule says so
+        if filters_inside(filter_subject, subjects):
             return None
         return ("params.filterSubject",
                 f"{filter_subject!r} is outside the subjects of stream {target!r} ({', '.join(subjects)}), so the "
@@ -691,7 +699,7 @@ class Consumer(NatsKind):
             raise Conflict("create", what, f"stream {stream!r} does not belong to project {ident.owner!r}",
                            "bind the consumer to a stream the project declares")
         subjects = info.config.subjects or []
-        if spec.filter_subject and not any(subject_within(spec.filter_subject, s) for s in subjects):
+        if not filters_inside(spec.filter_subject, subjects):
             raise InvalidSpec("create", what, f"params.filterSubject {spec.filter_subject!r} is outside the subjects "
                               f"of stream {stream!r} ({', '.join(subjects)})", "filter on one of the stream's subjects")
         return info
