@@ -63,10 +63,26 @@ def _item(f: Found, reason: str) -> GcItem:
                   project=f.owner, stack=f.stack, name=f.name, reason=reason)
 
 
+def _elsewhere(marked: str, mark: str) -> str:
+    """Why a marker's workspace `marked` is not this one's (`mark`, see marker_workspace)."""
+    stack, _, checkout = marked.partition("@")
+    if stack != mark.partition("@")[0]:
+        return f"marked for workspace {marked!r}"
+    if not checkout:
+        # Written before markers named the checkout: any checkout's stack of this name may use it.
+        return (f"marked for a stack {stack!r} before markers named their checkout; "
+                "`pulumi up` in the checkout that declares it marks it as that checkout's")
+    return f"marked for stack {stack!r} of another checkout ({marked}; this one is {mark})"
+
+
 def reconcile(
-    workspace: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
+    workspace: str, mark: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
 ) -> GcReport:
-    """Sort every scanned resource into managed, orphan, foreign or another workspace's; list stale ledger entries."""
+    """Sort every scanned resource into managed, orphan, foreign or another workspace's; list stale ledger entries.
+
+    `mark` is the workspace this stack's markers record (marker_workspace): only
+    a resource marked so is ever this workspace's orphan.
+    """
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
     found, scanned, errors = _scan_all(sorted(instances, key=lambda i: i.name), filters)
     in_scope = [t for t in tracked if filters.matches(t.ident) and t.ident.instance in scanned]
@@ -80,20 +96,22 @@ def reconcile(
         if filters.project not in (None, f.owner):
             continue
         entry = ledger.get(f.key)
-        elsewhere = bool(f.stack) and f.stack != workspace
         if entry is not None and entry.ident.owner == f.owner:
+            # In the ledger: this workspace's, unless another has re-marked it since (a marker from
+            # before markers named their checkout, with this stack's name, counts as this one's).
+            elsewhere = bool(f.stack) and f.stack not in (mark, mark.partition("@")[0])
             matched.add(f.key)
             if f.owner in projects:
                 managed += 1
             elif elsewhere:
                 # Another workspace that lists a project of this name has re-marked it: it uses it now.
-                others.append(_item(f, f"marked for workspace {f.stack!r}, which lists project {f.owner!r} too"))
+                others.append(_item(f, f"{_elsewhere(f.stack or '', mark)}, which lists project {f.owner!r} too"))
             else:
                 orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
-        elif f.stack == workspace:
+        elif f.stack == mark:
             orphans.append(_item(f, "marked for this workspace but not in the ledger"))
         else:
-            others.append(_item(f, f"marked for workspace {f.stack!r}" if f.stack else "its marker records no workspace"))
+            others.append(_item(f, _elsewhere(f.stack, mark) if f.stack else "its marker records no workspace"))
     stale = [
         GcItem(engine=t.ident.engine, instance=t.ident.instance, kind=t.ident.kind, engine_name=key[2],
                project=t.ident.owner, stack=t.props.get("stack"), name=t.ident.name,

@@ -839,11 +839,13 @@ def collect_garbage(
     engine call per orphan, nothing else (the ledger is not changed).
     """
     from devstack import gc as reconcile
+    from providers.base import marker_workspace
 
     filters = validate_filters(engine, kind, project)
     config = stack_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))
-    report = reconcile.reconcile(stack.name, filters, config, projects, tracked_resources(stack))
+    mark = marker_workspace(stack.name, stack.workspace.work_dir)
+    report = reconcile.reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
     if not (prune and report.orphans):
         return report
     _require_confirmation(confirm, f"drop {len(report.orphans)} orphans: "

@@ -10,12 +10,14 @@ the stack config and never through inputs.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import socket
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache, wraps
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
 
@@ -475,6 +477,17 @@ def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, A
                 f"declare {param}: {value}; to make it anew with another value (its data is dropped), first "
                 f"set `purge: true` keeping {param}: {value} and run `pulumi up`, then change {param}",
             )
+
+
+def marker_workspace(stack: str, root: str) -> str:
+    """The workspace an ownership marker records: the stack's name and the checkout it runs from.
+
+    The checkout tells apart two stacks of one name (the default `local` in two
+    clones or worktrees) using the same engines, whose garbage collection would
+    otherwise take each other's resources for its own orphans. A digest keeps
+    the marker within every engine's tag and metadata alphabets.
+    """
+    return f"{stack}@{hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]}"
 
 
 def ownership_marker(ident: Identity, stack: str) -> str:

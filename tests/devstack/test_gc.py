@@ -33,6 +33,7 @@ from psycopg import sql
 from devstack import gc, ledger
 from devstack.errors import Aborted
 from devstack.scan import Found, declaration_name
+from providers.base import marker_workspace
 from providers import s3
 from providers.identity import Identity
 from providers.instances import instances_from_config
@@ -199,15 +200,23 @@ def planted(sandbox: Sandbox, admin, local_shared):
 
 
 def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
+    mark = marker_workspace(workspace, stack.workspace.work_dir)  # what this checkout's up writes
     orphans = set()
     for engine, instance, kind, name, params in orphan_plan(p):
         made.append((engine, instance, kind, name, p))
-        create(config, engine, instance, kind, name, p, workspace, params)
+        create(config, engine, instance, kind, name, p, mark, params)
         orphans.add((engine, kind, engine_name(engine, kind, name, p)))
+    others = {
+        "other": f"{workspace}-other",
+        # The same stack name in another clone of the checkout, and a marker from before markers named
+        # their checkout: either may be another checkout's live resource.
+        "clone": marker_workspace(workspace, str(sandbox.work / "another-clone")),
+        "legacy": workspace,
+    }
     for identity in (("postgres", "pg", "role", "managed", p), ("postgres", "pg", "role", "gone", gone),
-                     ("redis", "cache", "acl_user", "other", p)):
+                     *(("redis", "cache", "acl_user", name, p) for name in others)):
         made.append(identity)
-        create(config, *identity, workspace if identity[3] != "other" else f"{workspace}-other")
+        create(config, *identity, others.get(identity[3], mark))
     orphans.add(("postgres", "role", f"{gone}_gone"))  # its project left the workspace
     stale_rows = [("postgres", "pg", "database", f"{p}-stale"), ("redis", "cache", "acl_user", "stale"),
                   ("minio", "objects", "bucket", "stale"), ("localstack", "aws", "queue", "stale"),
@@ -220,7 +229,7 @@ def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
     return Planted({"stack": stack, "sandbox": sandbox, "config": config, "workspace": workspace, "project": p,
                     "orphans": orphans, "stale": {(e, k, engine_name(e, k, n, p)) for e, _, k, n in stale_rows},
                     "foreign": {(e, k, n) for e, (k, n) in foreign.items()},
-                    "other": ("redis", "acl_user", f"{p}-other")})
+                    "others": {("redis", "acl_user", f"{p}-{name}") for name in others}})
 
 
 class Planted(dict):
@@ -242,7 +251,9 @@ def test_gc_reports_then_prunes_only_orphans(planted):
     assert keys(report["orphans"]) == planted["orphans"]
     assert keys(report["stale"]) == planted["stale"]
     assert planted["foreign"] <= keys(report["foreign"])
-    assert planted["other"] in keys(report["other_workspaces"])
+    assert planted["others"] <= keys(report["other_workspaces"])
+    reasons = {i["engine_name"]: i["reason"] for i in report["other_workspaces"]}
+    assert "another checkout" in reasons[f"{p}-clone"] and "before markers named" in reasons[f"{p}-legacy"]
     assert report["managed"] == 1
     reasons = {(i["kind"], i["engine_name"]): i["reason"] for i in report["orphans"]}
     assert "no longer lists" in reasons[("role", next(n for e, k, n in planted["orphans"] if n.endswith("_gone")))]
@@ -272,7 +283,7 @@ def test_gc_reports_then_prunes_only_orphans(planted):
     gone_role = next(o for o in planted["orphans"] if o[2].endswith("_gone"))
     assert keys(after["stale"]) == planted["stale"] | {gone_role}
     assert planted["foreign"] <= keys(after["foreign"])  # foreign: never touched
-    assert planted["other"] in keys(after["other_workspaces"])  # another workspace's: never touched
+    assert planted["others"] <= keys(after["other_workspaces"])  # other workspaces': never touched
     assert ledger.list_resources(planted["stack"]).total == 8  # the ledger is not changed by gc
 
 
@@ -315,11 +326,13 @@ def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkey
     tracked = [ledger.Tracked(urn="urn:shop/objects/bucket/logs", ident=ident, props={"stack": "this"},
                               secrets=frozenset(), entry={})]
     config = workspace_config(local_shared, admin, "this", [])
-    report = gc.reconcile("this", ledger.Filters(), config, set(), tracked)
+    report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, set(), tracked)
     assert report.orphans == [] and report.stale == []
     assert [(o.engine_name, o.stack) for o in report.other_workspaces] == [("shop-logs", "other-workspace")]
-    # Marked for this workspace (or for none, as older markers are), it is an orphan as before.
-    for stack in ("this", None):
+    # Marked for this workspace (also as markers were before they named their checkout, or for none,
+    # as older markers are), the ledger's entry makes it this workspace's orphan.
+    for stack in ("this@c0ffee", "this", None):
         monkeypatch.setattr(gc, "_scan_all", lambda instances, filters, stack=stack: (
             [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
-        assert [o.engine_name for o in gc.reconcile("this", ledger.Filters(), config, set(), tracked).orphans] == ["shop-logs"]
+        report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, set(), tracked)
+        assert [o.engine_name for o in report.orphans] == ["shop-logs"]

@@ -18,7 +18,7 @@ import redis as redis_py
 from psycopg import sql
 
 from devstack.errors import Aborted, InvalidQuery
-from tests.devstack.conftest import PG_PORT, Sandbox, token
+from tests.devstack.conftest import PG_PORT, Sandbox, make_env, token
 
 ENGINES = ("pg", "cache", "events")
 
@@ -264,3 +264,31 @@ def test_env_warns_while_the_last_up_failed(sandbox, admin, local_shared, names)
     stack.up()
     assert "warning" not in sandbox.cli("env", a, "api", "-w", "stale").stderr
     stack.destroy()
+
+
+def test_gc_in_another_checkout_with_the_same_stack_name_leaves_this_ones_resources(
+    sandbox, tmp_path, admin, local_shared, names
+):
+    """Two clones (or worktrees), each with its own ledger and the default stack name, on the same
+    engines: the second's gc must not take the first's resources for its orphans."""
+    a, b = names
+    clone = Sandbox(env=make_env(tmp_path / "clone-pulumi"), work=tmp_path / "clone")
+    clone.work.mkdir()
+    (clone.work / "__main__.py").write_text((sandbox.work / "__main__.py").read_text())
+    user = [{"uses": "cache", "kind": "acl_user"}]
+    first = configure_stack(sandbox, "twin", local_shared, admin, [write(sandbox, a, user)])
+    first.up()
+    configure_stack(clone, "twin", local_shared, admin, [write(clone, b, user)]).up()
+
+    swept = clone.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
+    assert swept["orphans"] == [] and swept["pruned"] == []
+    theirs = next(o for o in swept["other_workspaces"] if o["engine_name"] == a)
+    assert "another checkout" in theirs["reason"] and acl_user_exists(admin, local_shared, a)
+
+    # In its own checkout, once no longer declared (retained by the up), it is an orphan to prune there.
+    write(sandbox, a, [])
+    first.up()
+    assert acl_user_exists(admin, local_shared, a)
+    mine = sandbox.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
+    assert [o["engine_name"] for o in mine["orphans"]] == [a] and len(mine["pruned"]) == 1
+    assert not acl_user_exists(admin, local_shared, a) and acl_user_exists(admin, local_shared, b)
