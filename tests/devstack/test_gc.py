@@ -34,7 +34,7 @@ from devstack import gc, ledger
 from devstack.errors import Aborted
 from devstack.scan import Found, declaration_name
 from providers.base import marker_workspace
-from providers import s3
+from providers import registry, s3
 from providers.identity import Identity
 from providers.instances import instances_from_config
 from tests.devstack.conftest import (
@@ -336,3 +336,33 @@ def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkey
             [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
         report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, set(), tracked)
         assert [o.engine_name for o in report.orphans] == ["shop-logs"]
+
+
+def test_an_update_of_the_workspace_alone_re_marks_every_kind(admin, local_shared):
+    """The first up after markers began to name their checkout changes only `stack`: every kind's
+    update must write it into the engine, or gc would never count the resource as this workspace's."""
+    from devstack.scan import scan
+
+    p = f"m{token()}"
+    config = workspace_config(local_shared, admin, "remark", [])
+    instances = instances_from_config(config)
+    made = []
+    try:
+        for engine, instance, kind, name, params in orphan_plan(p):
+            provider = ledger.configured_provider(config, engine, kind)
+            props = {"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": p,
+                     "params": params, "credentials": "predictable", "purge": False, "stack": "remark"}
+            made.append((engine, instance, kind, name, p))
+            created = provider.create(props)
+            provider.update(created.id, created.outs, {**props, "stack": "remark@c0ffee"})
+        marks = {}
+        for instance in instances.values():
+            for f in scan(instance, set(registry.kinds(instance.engine))):
+                if f.owner == p:
+                    marks[(f.engine, f.kind, f.engine_name)] = f.stack
+        expected = {(e, k, engine_name(e, k, n, p)) for e, _, k, n, _ in orphan_plan(p)}
+        assert set(marks) == expected
+        assert {key for key, stack in marks.items() if stack != "remark@c0ffee"} == set()
+    finally:
+        for engine, instance, kind, name, owner in reversed(made):
+            drop_quietly(config, engine, instance, kind, name, owner)
