@@ -661,7 +661,7 @@ class Consumer(NatsKind):
         marker = marker_metadata(ident, stack)
 
         async def work(session: Session) -> None:
-            info = await self._bound_stream(session.js, ident, spec, stream)
+            info = await self._bound_stream(session.js, ident, spec, stream, verb)
             existing = await find_consumer(session.js, ident.owner, name)
             live = existing[1].config if existing else None
             if existing is not None:
@@ -688,19 +688,20 @@ class Consumer(NatsKind):
                               "use nats-server 2.10+, or delete the consumer with purge and re-create it")
 
     @staticmethod
-    async def _bound_stream(js: JetStreamContext, ident: Identity, spec: ConsumerSpec, stream: str) -> StreamInfo:
+    async def _bound_stream(js: JetStreamContext, ident: Identity, spec: ConsumerSpec, stream: str,
+                            verb: str) -> StreamInfo:
         """The owner's stream the consumer binds to, with the filter checked against its subjects."""
         what = f"consumer {ident}"
         info = await stream_info(js, stream)
         if info is None:
-            raise NotFound("create", what, f"its stream {spec.stream!r} ({stream}) does not exist",
+            raise NotFound(verb, what, f"its stream {spec.stream!r} ({stream}) does not exist",
                            "declare that stream in the same project")
         if metadata_owner(info.config.metadata) != ident.owner:
-            raise Conflict("create", what, f"stream {stream!r} does not belong to project {ident.owner!r}",
+            raise Conflict(verb, what, f"stream {stream!r} does not belong to project {ident.owner!r}",
                            "bind the consumer to a stream the project declares")
         subjects = info.config.subjects or []
         if not filters_inside(spec.filter_subject, subjects):
-            raise InvalidSpec("create", what, f"params.filterSubject {spec.filter_subject!r} is outside the subjects "
+            raise InvalidSpec(verb, what, f"params.filterSubject {spec.filter_subject!r} is outside the subjects "
                               f"of stream {stream!r} ({', '.join(subjects)})", "filter on one of the stream's subjects")
         return info
 

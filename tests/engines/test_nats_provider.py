@@ -413,6 +413,17 @@ def test_consumer_filter_outside_its_stream_is_refused_and_nothing_created(consu
     assert consumer_config(js, f"{owner}_orders", f"{owner}_worker") is None
 
 
+def test_consumer_update_outside_its_stream_says_update_and_changes_nothing(consumer, stream, owner, js):
+    stream.create(checked(stream, props("nats", "events", "stream", "orders", owner)))
+    made = consumer.create(checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": "orders"})))
+    before = consumer_config(js, f"{owner}_orders", f"{owner}_worker")
+    news = checked(consumer, props("nats", "events", "consumer", "worker", owner,
+                                   {"stream": "orders", "filterSubject": f"{owner}.audit"}))
+    with pytest.raises(InvalidSpec, match=r"cannot update consumer .*filterSubject .* is outside the subjects"):
+        consumer.update(made.id, made.outs, news)
+    assert consumer_config(js, f"{owner}_orders", f"{owner}_worker") == before
+
+
 def test_consumer_without_its_stream_says_so(consumer, owner):
     with pytest.raises(NotFound, match="its stream 'missing'"):
         consumer.create(checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": "missing"})))
