@@ -108,6 +108,8 @@ class Workspace:
     root: Path
     raw: dict[str, Any]
     config: WorkspaceConfig
+    #: The stack config's keys as `of` read them, so `check` need not ask the CLI again.
+    config_keys: frozenset[str] | None = None
 
     @classmethod
     def of(cls, stack: auto.Stack) -> Workspace:
@@ -123,7 +125,8 @@ class Workspace:
         except (ValidationError, ValueError) as err:
             raise InvalidQuery("read", f"the workspace of stack {stack.name!r}", str(err).splitlines()[0],
                                "`pulumi preview` lists every problem") from err
-        return cls(stack=stack, root=Path(stack.workspace.work_dir), raw=raw, config=config)
+        return cls(stack=stack, root=Path(stack.workspace.work_dir), raw=raw, config=config,
+                   config_keys=frozenset(values))
 
     def instance_for(self, engines: Sequence[str], name: str | None = None) -> SharedInstance:
         """The shared instance serving one of `engines`: `name` when given, else the only one."""
@@ -195,7 +198,7 @@ class Workspace:
             (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
             (scratch / relative).write_text(text, encoding="utf-8")
             display = stack_config_file(self.root, self.stack.name)
-            keys = set(ledger.stack_config(self.stack))  # which `devstack:` keys are set
+            keys = self.config_keys if self.config_keys is not None else set(ledger.stack_config(self.stack))
             try:
                 validate(self.raw, scratch, load_yaml_if_usable(self.root / display, display), display,
                          config_is_set=lambda key: f"devstack:{key}" in keys)

@@ -10,6 +10,7 @@ PostgreSQL's round trip also removes without purge (retained) and adopts.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import secrets
 
@@ -245,3 +246,18 @@ def test_failed_update_puts_the_file_back(scratch):
     assert "belongs to something devstack does not manage" in err and err.rstrip().endswith("is as it was)")
     assert scratch.file.read_bytes() == original
     assert f"pg/database/{name}" not in scratch.state_keys()
+
+
+def test_check_validates_with_the_config_keys_the_workspace_was_read_with(scratch, monkeypatch):
+    """A verb reads the stack config once (one CLI call); check judges admin secrets by those keys."""
+    ws = imperative.Workspace.of(scratch.stack)
+    monkeypatch.setattr(imperative.ledger, "stack_config", lambda stack: pytest.fail("the config was read again"))
+    relative = str(scratch.file.relative_to(ws.root))
+    text = scratch.file.read_text().replace("   # keep this comment\n",
+                                            "   # keep this comment\n" + entry_text(fresh_name(), "pg", "database"))
+    ws.check(relative, text, "a database")
+    secret_key = f"devstack:{ws.config.shared['pg'].admin_secret}"
+    without = dataclasses.replace(ws, config_keys=ws.config_keys - {secret_key})
+    with pytest.raises(imperative.InvalidDeclaration) as refused:
+        without.check(relative, text, "a database")
+    assert any(f"{secret_key} is not set" in problem for problem in refused.value.problems)
