@@ -14,7 +14,8 @@ The stock server reports every exception as its Python traceback. An error
 our providers raise on purpose (`providers.errors`) already says which
 resource, why and what to do, so the engine gets that line alone
 (`Conflict: cannot create ...`); anything else keeps its traceback, as a bug
-should.
+should. A check failure on a nested param (`params.partitions`) names it in
+its reason: the engine would print its value as `{<nil>}`.
 
 When the engine is killed (`kill -9` of `pulumi up`), it never interrupts the
 server: the server notices its parent is gone, lets the calls under way finish
@@ -64,14 +65,28 @@ class _MessageOnlyContext:
         return getattr(self._context, name)
 
 
+def _nested_failures_unnamed(response):
+    """The engine prints a check failure's property with its value looked up at the top level only:
+    `params.partitions` came out as "value {<nil>}". A nested one goes into the reason instead."""
+    for failure in response.failures:
+        if "." in failure.property:
+            failure.reason, failure.property = f"{failure.property}: {failure.reason}", ""
+    return response
+
+
 class ExpectedErrorsAsMessages(grpc.ServerInterceptor):
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        behavior = handler.unary_unary
+        behavior, checking = handler.unary_unary, handler_call_details.method.endswith("/Check")
+
+        def answer(request, context):
+            response = behavior(request, _MessageOnlyContext(context))
+            return _nested_failures_unnamed(response) if checking else response
+
         return grpc.unary_unary_rpc_method_handler(
-            lambda request, context: behavior(request, _MessageOnlyContext(context)),
+            answer,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )

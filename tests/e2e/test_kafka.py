@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 )
 from pulumi import automation as auto
 
-from tests.e2e.conftest import changes, local_workspace, write_project
+from tests.e2e.conftest import changes, e2e_stack, local_workspace, write_project
 from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
 
 KAFKA_PORT = 29092
@@ -161,3 +161,25 @@ def test_two_projects_up_isolation_preview_refresh_retain_purge(project_dir, off
     assert changes(stack.up()) == {"delete": 1}
     assert not topic_exists(admin, b)
     assert topic_exists(admin, f"{a}.orders")
+
+
+def test_a_refused_nested_param_is_named_in_the_preview_error(project_dir, offline_env, pulumi_command, admin,
+                                                              projects):
+    """A check failure on `params.partitions` reads as such; the engine looks property values up at the
+    top level only and had printed `value {<nil>}`."""
+    a, _ = projects
+    shared = {"kafka": {"engine": "kafka", "host": "127.0.0.1", "port": KAFKA_PORT,
+                        "adminUser": admin["kafka"].user, "adminSecret": "kafkaAdmin"}}
+
+    def declare(partitions: int) -> str:
+        return write_project(project_dir, a, [{"uses": "kafka", "kind": "topic", "params": {"partitions": partitions}}])
+
+    stack = e2e_stack(project_dir, offline_env, pulumi_command, shared, [declare(2)],
+                      {"kafkaAdmin": admin["kafka"].password})
+    stack.up()
+    declare(1)
+    with pytest.raises(auto.errors.CommandError) as refused:
+        stack.preview()
+    message = str(refused.value)
+    assert "has a problem: params.partitions: the topic has 2 partitions and 1 were asked for" in message
+    assert "<nil>" not in message
