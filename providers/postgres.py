@@ -87,6 +87,9 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             dbname=dbname,
             autocommit=True,
             connect_timeout=5,
+            # A tenant owns its database and may set its search_path, putting its own functions and
+            # operators ahead of PostgreSQL's: the admin's queries would then run them as superuser.
+            options="-c search_path=pg_catalog,pg_temp",
         )
     except psycopg.OperationalError as err:
         refused = "password authentication failed" in str(err)  # it runs: the admin secret is wrong
@@ -628,6 +631,9 @@ def _create_extensions(instance: SharedInstance, database: str, wanted: list[str
     if not wanted:
         return
     with admin_connection(instance, database) as conn:
+        # Into the database's public schema, as its owner's own CREATE EXTENSION would put it (not into
+        # pg_catalog, first on the admin's path); the scripts run under a search_path PostgreSQL sets.
+        conn.execute("SET search_path = public")
         for name in wanted:
             # CASCADE only ever adds extensions that are listed too (checked before).
             conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {} CASCADE").format(sql.Identifier(name)))

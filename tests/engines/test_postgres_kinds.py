@@ -106,6 +106,38 @@ def test_database_extensions_create_adopt_update_and_drift(database, owner, admi
     assert database.diff("id", refreshed, changed).changes  # the next up re-creates it
 
 
+def test_extensions_go_into_the_databases_public_schema(database, owner, admin):
+    database.create(database.check({}, props("postgres", "pg", "database", owner, owner,
+                                             {"extensions": ["citext", "hstore"]})).inputs)
+    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password, dbname=owner) as conn:
+        schemas = conn.execute("SELECT e.extname, n.nspname FROM pg_extension e JOIN pg_namespace n "
+                               "ON n.oid = e.extnamespace WHERE e.extname <> 'plpgsql' ORDER BY 1").fetchall()
+    assert schemas == [("citext", "public"), ("hstore", "public")]
+
+
+def test_a_tenants_search_path_never_runs_its_code_as_the_admin(database, owner, admin_conn):
+    """The tenant owns its database, so it may set the database's search_path and put an operator of
+    its own ahead of PostgreSQL's: an admin query there would run it as superuser."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, {"extensions": ["citext"]})).inputs
+    outs = database.create(inputs).outs
+    with connect(outs) as tenant:
+        tenant.execute(sql.SQL(
+            "CREATE FUNCTION public.hijack(a name, b name) RETURNS bool LANGUAGE plpgsql AS $$ BEGIN "
+            "IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on' THEN "
+            "EXECUTE {}; END IF; RETURN a OPERATOR(pg_catalog.<>) b; END $$"
+        ).format(sql.Literal(f"ALTER ROLE {outs['user']} SUPERUSER")))
+        for operator in ("<>", "="):
+            tenant.execute(f"CREATE OPERATOR public.{operator} (LEFTARG = name, RIGHTARG = name, FUNCTION = public.hijack)")
+        tenant.execute(sql.SQL("ALTER DATABASE {} SET search_path = public, pg_catalog").format(sql.Identifier(owner)))
+
+    outs = database.read("id", outs).outs  # a refresh
+    changed = {**inputs, "params": {**inputs["params"], "connection_limit": 7, "extensions": ["hstore"]}}
+    outs = database.update("id", outs, changed).outs
+    database.create(changed)  # adoption
+    superuser = admin_conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (outs["user"],)).fetchone()
+    assert superuser == (False,)
+
+
 def test_database_adopted_without_an_extension_drops_the_one_devstack_installed(database, owner, admin):
     """A retained database declared again with fewer extensions: the ledger says what the engine has."""
     outs = database.create(database.check({}, props("postgres", "pg", "database", owner, owner,
