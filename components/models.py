@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from providers.instances import SharedInstance
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Strict(BaseModel):
@@ -46,7 +46,7 @@ class EnvImport(Strict):
     @field_validator("vars")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in value if not ENV_NAME.match(name)]
+        bad = [name for name in value if not ENV_NAME.fullmatch(name)]
         if bad:
             raise ValueError(f"env var names must match [A-Za-z_][A-Za-z0-9_]*: {', '.join(map(repr, bad))}")
         return value

@@ -144,7 +144,7 @@ def _resolve_refs(value: Any, workspace: WorkspaceConfig) -> str:
     """Replace each `${ref:workspace.shared.<instance>.<attr>}` with the instance's value."""
 
     def substitute(match) -> str:
-        name, attribute = REF_TARGET.match(match.group(1)).groups()
+        name, attribute = REF_TARGET.fullmatch(match.group(1)).groups()
         instance = workspace.shared[name]
         return templates.instance_attributes(instance.engine, instance)[attribute]
 

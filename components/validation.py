@@ -23,9 +23,9 @@ from providers.base import server_address
 from providers.errors import InvalidSpec
 from providers.instances import SharedInstance
 
-PROJECT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+PROJECT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 REF = re.compile(r"\$\{ref:([^}]*)\}")
-REF_TARGET = re.compile(r"^workspace\.shared\.([^.]+)\.([^.]+)$")
+REF_TARGET = re.compile(r"workspace\.shared\.([^.]+)\.([^.]+)")
 SECRET_WORDS = ("password", "secret", "token")
 
 
@@ -130,7 +130,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
 
     problems = list(ws_report.problems)
     projects: list[ProjectFile] = []
-    claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str]] = {}
+    claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str, str | None]] = {}
     owners: dict[str, str] = {}
     listed: dict[str, int] = {}
     used: set[str] = set()  # every problem at once: a project with other problems still needs its admin secrets
@@ -222,7 +222,7 @@ def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> Pro
         report.pydantic(err, (), ProjectFile)
         header = None
     owner = data.get("name") if isinstance(data.get("name"), str) else ""
-    if header is not None and not PROJECT_NAME.match(owner):
+    if header is not None and not PROJECT_NAME.fullmatch(owner):
         report.add(("name",), "project names use lowercase letters, digits and '-', start with a letter, "
                               "at most 40 characters (the name prefixes every engine resource)")
     resources = _list(data, "resources", report)
@@ -273,7 +273,7 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
                                    f"(kinds: {', '.join(kinds)})")
         return
     try:
-        if PROJECT_NAME.match(owner):  # engine names derive from it: a bad one is reported once, on `name`
+        if PROJECT_NAME.fullmatch(owner):  # engine names derive from it: a bad one is reported once, on `name`
             provider.engine_name(decl.name or owner, owner)
     except InvalidSpec as err:
         report.add(at + ("name",), f"{err.cause} (name {decl.name or owner!r}"
@@ -310,7 +310,7 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
     # The provider's own check holds the rules across fields (a NATS subject outside the project's,
     # PROVISIONED without capacities ...): run it here too, so a breach stops the whole workspace
     # before anything is created, instead of failing one resource in the middle of an up.
-    if len(report.problems) > found_before or not PROJECT_NAME.match(owner):
+    if len(report.problems) > found_before or not PROJECT_NAME.fullmatch(owner):
         return  # its rules assume a valid identity and params
     inputs = {"engine": instance.engine, "instance": decl.uses, "kind": decl.kind, "name": decl.name or owner,
               "owner": owner, "params": decl.params, "credentials": decl.credentials}
@@ -442,7 +442,7 @@ def _names_a_broken_entry(source: str, broken: list[Any], owner: str) -> bool:
 def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig, report: _Report) -> None:
     from components.models import ENV_NAME
 
-    if not ENV_NAME.match(var):
+    if not ENV_NAME.fullmatch(var):
         report.add(at, "env var names must match [A-Za-z_][A-Za-z0-9_]*")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         report.add(at, "env values must be strings or numbers (use env.import for resource attributes)")
@@ -450,7 +450,7 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
     if "${ref:" in REF.sub("", str(value)):
         report.add(at, "a ${ref:...} is not closed with '}' (write ${ref:workspace.shared.<instance>.<attribute>})")
     for ref in REF.findall(str(value)):
-        match = REF_TARGET.match(ref)
+        match = REF_TARGET.fullmatch(ref)
         if not match:
             report.add(at, f"${{ref:{ref}}} must read workspace.shared.<instance>.<attribute>")
             continue
@@ -511,22 +511,28 @@ def _server(uses: str, other_uses: str, instance: SharedInstance) -> str:
 
 
 def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, workspace: WorkspaceConfig,
-                claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str]]) -> list[Problem]:
+                claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str, str | None]]) -> list[Problem]:
+    """Declarations naming one engine object: each its own (engine_object), and those a kind makes for its
+    whole project (owner_objects, which that project's declarations of the kind share)."""
     problems = []
     for i, decl in enumerate(project.resources):
         instance = workspace.shared[decl.uses]
         if instance.engine not in registry.engines():
             continue  # reported on the workspace
         provider = registry.kinds(instance.engine)[decl.kind]
+        here = (relative, f"resources[{i}]")
         # By server, not instance name: two names for one server (`localhost`, `127.0.0.1`) reach one object.
-        key = provider.engine_object(instance.host, instance.port, decl.name or project.name, project.name)
-        where = (relative, f"resources[{i}]")
-        if key in claimed:
-            other = claimed[key]
+        objects = [(provider.engine_object(instance.host, instance.port, decl.name or project.name, project.name), None)]
+        objects += [(key, f"{project.name}/{decl.kind}")
+                    for key in provider.owner_objects(instance.host, instance.port, project.name)]
+        for key, sharer in objects:
+            other = claimed.setdefault(key, (*here, decl.uses, sharer))
+            if other[:2] == here or (sharer is not None and other[3] == sharer):
+                continue  # its own claim, or one more declaration making the project's shared object
+            made_for_project = " (a database's login role is named after its project)" if sharer or other[3] else ""
             problems.append(Problem(relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
                                     f"collides with {other[0]} {other[1]}: both are {instance.engine} "
-                                    f"{decl.kind} {key[-1]!r} on {_server(decl.uses, other[2], instance)} "
-                                    f"(give one another name)"))
-        else:
-            claimed[key] = (*where, decl.uses)
+                                    f"{key[3]} {key[-1]!r} on {_server(decl.uses, other[2], instance)}"
+                                    f"{made_for_project} (give one another name)"))
+            break  # one collision per declaration is enough to act on
     return problems

@@ -152,6 +152,12 @@ class KindProvider(ResourceProvider):
         return (cls.engine, server_address(host), port, cls.kind, cls.engine_name(name, owner))
 
     @classmethod
+    def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
+        """Engine objects besides its own that every declaration of this kind in project `owner` makes and
+        shares (a PostgreSQL database's login role): no other declaration may name one."""
+        return ()
+
+    @classmethod
     def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
               owner: str) -> tuple[str, str] | None:
         """(field, why) when declaration `name` cannot exist beside `other`, of the same kind on the same

@@ -68,9 +68,12 @@ from providers.instances import SharedInstance
 
 ENGINE = "kafka"
 MAX_TOPIC = 249
-_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
+_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 # No '.' in a project name: '.' separates the owner from the rest of a name.
-_OWNER_CHARS = re.compile(r"^[a-zA-Z0-9_-]+$")
+_OWNER_CHARS = re.compile(r"[a-zA-Z0-9_-]+")
+#: The local engine's own principals (`devstack-admin`, `devstack-broker`) are the broker's super users:
+#: a project of such a name would get a SCRAM login as one.
+_RESERVED_OWNER = re.compile(r"devstack([-_].*)?")
 MARKER_TOPIC = "__devstack_owners"
 SASL_MECHANISM = "SCRAM-SHA-512"
 SCRAM_ITERATIONS = 8192
@@ -94,11 +97,14 @@ _UNAVAILABLE = {
 
 def kafka_name(name: str, owner: str) -> str:
     """`<owner>` for the default declaration, else `<owner>.<name>`; InvalidSpec names the broken rule."""
-    if not _OWNER_CHARS.match(owner):
+    if not _OWNER_CHARS.fullmatch(owner):
         raise InvalidSpec("map", f"owner {owner!r}", "Kafka project names use letters, digits, '-' and '_' "
                           "(no '.': it separates the project from the rest of a topic name)")
+    if _RESERVED_OWNER.fullmatch(owner):
+        raise InvalidSpec("map", f"owner {owner!r}", "Kafka project names 'devstack' and 'devstack-*' are reserved "
+                          "for the engine's own principals, which are super users")
     mapped = owner if name == owner else f"{owner}.{name}"
-    if not _TOPIC_CHARS.match(name) or name in (".", ".."):
+    if not _TOPIC_CHARS.fullmatch(name) or name in (".", ".."):
         raise InvalidSpec("map", f"name {name!r}", "Kafka names use letters, digits, '.', '_' and '-' only")
     if len(mapped) > MAX_TOPIC:
         raise InvalidSpec("map", repr(mapped), f"Kafka names (topics, principals, groups) are at most {MAX_TOPIC} characters")
@@ -431,6 +437,10 @@ class TopicSpec(BaseModel):
         # Kafka configs are text; YAML hands us numbers and booleans.
         if not isinstance(value, dict):
             return value
+        unset = [str(k) for k, v in value.items() if v is None or isinstance(v, (list, dict))]
+        if unset:
+            raise ValueError(f"config {', '.join(map(repr, unset))}: a value is one string, number or boolean "
+                             "(a list is one comma-separated string; leave a key out to keep Kafka's default)")
         return {str(k): _config_text(v) for k, v in value.items()}
 
 
@@ -499,6 +509,15 @@ class Topic(KafkaKind):
     Spec = TopicSpec
     create_only = frozenset({"replication_factor"})
     attributes = ("host", "port", "topic", "partitions")
+
+    @classmethod
+    def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
+              owner: str) -> tuple[str, str] | None:
+        mine, theirs = kafka_name(name, owner), kafka_name(other, owner)
+        if mine != theirs and mine.replace(".", "_") == theirs.replace(".", "_"):
+            return ("name", f"topics {mine!r} and {theirs!r} differ only in '.' against '_', which Kafka refuses "
+                            "side by side (their metric names would collide): rename one")
+        return None
 
     def check_params(self, params: dict[str, Any], old_params: Mapping[str, Any]) -> list[CheckFailure]:
         old = old_params.get("partitions")

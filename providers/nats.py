@@ -30,7 +30,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
 
 from pulumi.dynamic import CheckFailure, CheckResult
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
@@ -54,7 +54,7 @@ MAX_NAME = 255
 KV_STREAM_PREFIX = "KV_"
 # Lowercase only: JetStream stores a stream under a directory of its name, and
 # on a case-insensitive filesystem "Shop" and "shop" would share one.
-_NAME = re.compile(r"^[a-z0-9_-]+$")
+_NAME = re.compile(r"[a-z0-9_-]+")
 _NAME_RULE = (
     "NATS names (streams, consumers, KV buckets) use lowercase letters, digits, '-' and '_' only: "
     "no '.', '*', '>', spaces or path separators"
@@ -83,7 +83,7 @@ def nats_name(name: str, owner: str, limit: int = MAX_NAME) -> str:
     """`<owner>` for the default declaration, else `<owner>_<name>`; InvalidSpec names the broken rule."""
     mapped = owner if name == owner else f"{owner}_{name}"
     for part, value in (("owner", owner), ("name", name)):
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise InvalidSpec("map", f"{part} {value!r}", _NAME_RULE)
     if len(mapped) > limit:
         raise InvalidSpec("map", repr(mapped), f"NATS names here are at most {limit} characters")
@@ -434,7 +434,12 @@ class Stream(NatsKind):
         return normalized
 
     def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
-        return subjects_failures("params.subjects", params["subjects"], owner)
+        subjects = params["subjects"]
+        failures = subjects_failures("params.subjects", subjects, owner)
+        # The server refuses a stream whose own subjects overlap (a repeat, or one inside a wildcard).
+        failures += [CheckFailure("params.subjects", f"{a!r} and {b!r} overlap: list each subject once")
+                     for i, a in enumerate(subjects) for b in subjects[i + 1:] if subjects_overlap(a, b)]
+        return failures
 
     @classmethod
     def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
@@ -526,7 +531,15 @@ class ConsumerSpec(BaseModel):
     ack_policy: Literal["explicit", "all", "none"] = Field(default="explicit", alias="ackPolicy")
     ack_wait: int = Field(default=30, ge=1, le=MAX_SECONDS, alias="ackWait", description="seconds")
     max_deliver: int = Field(default=-1, ge=-1, alias="maxDeliver", description="-1 = unlimited")
-    description: str = ""
+    description: str = Field(default="", max_length=4096)  # the server's limit
+
+    @field_validator("max_deliver")
+    @classmethod
+    def _deliveries(cls, value: int) -> int:
+        # The server stores 0 as -1: the declaration would differ from the live consumer on every diff.
+        if value == 0:
+            raise ValueError("must be -1 (unlimited) or at least 1")
+        return value
 
 
 def consumer_params(config: ConsumerConfig, stream_decl: str) -> dict[str, Any]:
@@ -595,6 +608,9 @@ class Consumer(NatsKind):
             failures.append(CheckFailure("params.stream", str(err)))
         if params.get("filter_subject") is not None:
             failures += subjects_failures("params.filterSubject", [params["filter_subject"]], owner)
+        elif params.get("deliver_policy") == "last_per_subject":
+            failures.append(CheckFailure("params.filterSubject", "is required with deliverPolicy: last_per_subject "
+                                                                 "(the server refuses it without a filter)"))
         return failures
 
     @classmethod

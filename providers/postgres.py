@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker, server_address
 from providers.credentials import Rotation, login_password, password_for
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
@@ -35,10 +35,14 @@ sql = LazyModule("psycopg.sql")
 
 ENGINE = "postgres"
 MAX_IDENTIFIER_BYTES = 63
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
-_EXTENSION = re.compile(r"^[a-z0-9_][a-z0-9_-]*$")
+#: PostgreSQL's `integer`: the largest connection limit it takes.
+INT4_MAX = 2**31 - 1
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+_EXTENSION = re.compile(r"[a-z0-9_][a-z0-9_-]*")
 # Any constant shared by all devstack processes; it only has to be stable.
 DDL_LOCK_KEY = 0x6465767374616B  # "devstak"
+#: What validation calls the namespace roles, users and databases' login roles share.
+ROLE_NAMESPACE = "role"
 #: The marker kind of a project's own login role (written by `database`, no "kind" key).
 PROJECT_ROLE = "database"
 
@@ -57,22 +61,31 @@ def identifier(name: str) -> str:
         raise InvalidSpec("map", repr(name), "a PostgreSQL identifier cannot be empty")
     if len(mapped.encode()) > MAX_IDENTIFIER_BYTES:
         raise InvalidSpec("map", repr(name), f"PostgreSQL identifiers are at most {MAX_IDENTIFIER_BYTES} bytes")
-    if not _IDENTIFIER.match(mapped):
+    if not _IDENTIFIER.fullmatch(mapped):
         raise InvalidSpec(
             "map", repr(name), "use lowercase letters, digits, '-' and '_', starting with a letter or '_'"
         )
     return mapped
 
 
+def role_identifier(name: str) -> str:
+    """`identifier`, for a role: PostgreSQL reserves `public`, `none` and every `pg_*` role name."""
+    mapped = identifier(name)
+    if mapped in ("public", "none") or mapped.startswith("pg_"):
+        raise InvalidSpec("map", repr(name), f"PostgreSQL reserves the role name {mapped!r} "
+                          "('public', 'none' and every 'pg_*' name)")
+    return mapped
+
+
 def tenant_role(owner: str) -> str:
     """The LOGIN role that owns a project's databases."""
-    return identifier(owner)
+    return role_identifier(owner)
 
 
 def namespaced_role(name: str, owner: str) -> str:
     """`<owner>_<name>`: the engine name of a project's group role or login user."""
     tenant_role(owner)  # a broken owner is reported as such, not as a broken combined name
-    return identifier(f"{owner}_{name}")
+    return role_identifier(f"{owner}_{name}")
 
 
 @contextmanager
@@ -314,7 +327,7 @@ class DatabaseSpec(BaseModel):
 
     encoding: str = "UTF8"
     locale: str = "C.UTF-8"
-    connection_limit: int = Field(default=-1, ge=-1, alias="connectionLimit")
+    connection_limit: int = Field(default=-1, ge=-1, le=INT4_MAX, alias="connectionLimit")
     #: Extensions devstack installs (as admin) inside the database; sorted and unique.
     extensions: list[str] = Field(default_factory=list)
 
@@ -344,7 +357,7 @@ class DatabaseSpec(BaseModel):
     @classmethod
     def _extension_names(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not _EXTENSION.match(name):
+            if not _EXTENSION.fullmatch(name):
                 raise ValueError(f"{name!r} is not an extension name (lowercase letters, digits, '_' and '-')")
         return sorted(set(value))
 
@@ -368,6 +381,10 @@ class Database(KindProvider):
     def engine_name(cls, name: str, owner: str) -> str:
         tenant_role(owner)  # the owner must map too: it names the role
         return identifier(name)
+
+    @classmethod
+    def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
+        return ((ENGINE, server_address(host), port, ROLE_NAMESPACE, tenant_role(owner)),)
 
     def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
         assert isinstance(spec, DatabaseSpec)
@@ -667,6 +684,11 @@ class _ProjectRoleKind(KindProvider):
     def engine_name(cls, name: str, owner: str) -> str:
         return namespaced_role(name, owner)
 
+    @classmethod
+    def engine_object(cls, host: str, port: int, name: str, owner: str) -> tuple[str, str, int, str, str]:
+        # Roles and users are one PostgreSQL namespace: a role and a user of one name are one object.
+        return (ENGINE, server_address(host), port, ROLE_NAMESPACE, cls.engine_name(name, owner))
+
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         with admin_connection(instance) as conn, ddl_lock(conn, shared=True):
             row = role_row(conn, self.engine_name(ident.name, ident.owner))
@@ -788,7 +810,7 @@ class UserSpec(BaseModel):
     role: str | None = None
     #: The `name` of the project's database declaration the DSN points at (default: the project's name).
     database: str | None = None
-    connection_limit: int = Field(default=-1, ge=-1, alias="connectionLimit")
+    connection_limit: int = Field(default=-1, ge=-1, le=INT4_MAX, alias="connectionLimit")
     #: Change it to change the password in place (a new random one, or a new derivation).
     rotation: Rotation = None
 

@@ -43,7 +43,7 @@ ACL_OWNERS_KEY = "devstack:acl-owners"
 RESERVED_OWNERS = frozenset({"devstack"})
 #: Users every server has; never a tenant's.
 RESERVED_USERS = frozenset({"default"})
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 #: Server features by version, read in one place.
 FEATURES = {
@@ -75,7 +75,7 @@ def engine_name(name: str, owner: str) -> str:
     Raise InvalidSpec naming the rule a name breaks.
     """
     for label, value in (("owner", owner), ("name", name)):
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise InvalidSpec(
                 "map", f"{label} {value!r}",
                 "Redis names use letters, digits, '_', '.' and '-' (at most 64, starting with a letter or digit)",

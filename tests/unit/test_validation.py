@@ -76,6 +76,18 @@ CASES = [
     (db(name="Orders"), "resources[0].name", "use lowercase letters"),
     (db(name="1orders"), "resources[0].name", "starting with a letter"),
     (db(name="'orders\\n'"), "resources[0].name", "use lowercase letters"),
+    # a real newline at the end (double quotes): Python's `$` had let it through every name rule
+    (db(name='"orders\\n"'), "resources[0].name", "use lowercase letters"),
+    (HEADER.replace("name: shop", 'name: "shop\\n"  # <-'), "name", "project names use lowercase"),
+    (HEADER.replace("name: shop", "name: public") + "resources:\n  - uses: pg  # <-\n    kind: database\n",
+     "resources[0].name", "PostgreSQL reserves the role name 'public'"),
+    (HEADER.replace("name: shop", "name: pg-tools") + "resources:\n  - uses: pg  # <-\n    kind: database\n",
+     "resources[0].name", "PostgreSQL reserves the role name 'pg_tools'"),
+    (db("    params:\n      connectionLimit: 3000000000  # <-\n"), "resources[0].params.connectionLimit",
+     "less than or equal to 2147483647"),
+    # roles and users are one PostgreSQL namespace
+    (db() + "  - {uses: pg, kind: role, name: admin}\n  - {uses: pg, kind: user, name: admin}  # <-\n",
+     "resources[2].name", "both are postgres role 'shop_admin'"),
     # params
     (db("    params:\n      size: 3  # <-\n"), "resources[0].params.size", "does not accept param 'size'"),
     (db("    params:\n      connectionLimit: lots  # <-\n"), "resources[0].params.connectionLimit", "valid integer"),
@@ -157,6 +169,24 @@ PROVIDER_RULES = [
      "resources[0].params.versioning", "object lock needs versioning: true"),
     (HEADER + "resources:\n  - uses: aws\n    kind: queue\n    params:\n      fifo: true  # <-\n",
      "resources[0].params.fifo", "must end in '.fifo'"),
+    # Each of these passed validation, then the engine refused it mid-up.
+    (HEADER + "resources:\n  - {uses: kafka, kind: topic, name: a.b}\n  - {uses: kafka, kind: topic, name: a_b}  # <-\n",
+     "resources[1].name", "differ only in '.' against '_'"),
+    (HEADER + "resources:\n  - uses: kafka\n    kind: topic\n    params:\n      config: {retention.ms: null}  # <-\n",
+     "resources[0].params.config", "'retention.ms': a value is one string, number or boolean"),
+    (HEADER.replace("name: shop", "name: devstack-broker") + "resources:\n  - uses: kafka  # <-\n    kind: acl\n",
+     "resources[0].name", "reserved for the engine's own principals"),
+    (HEADER + "resources:\n  - uses: events\n    kind: stream\n    params:\n      subjects: [shop.a, shop.*]  # <-\n",
+     "resources[0].params.subjects", "'shop.a' and 'shop.*' overlap"),
+    (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
+              "    params:  # <-\n      stream: shop\n      deliverPolicy: last_per_subject\n",
+     "resources[1].params.filterSubject", "is required with deliverPolicy: last_per_subject"),
+    (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
+              "    params:\n      stream: shop\n      maxDeliver: 0  # <-\n",
+     "resources[1].params.maxDeliver", "must be -1 (unlimited) or at least 1"),
+    (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
+              f"    params:\n      stream: shop\n      description: {'d' * 4097}  # <-\n",
+     "resources[1].params.description", "at most 4096 characters"),
 ]
 
 
@@ -382,6 +412,19 @@ def test_an_env_var_set_twice_is_a_problem_not_a_silent_overwrite(tmp_path):
     assert sorted(p.path for p in found) == ["services.api.env.import[1].vars.PGUSER", "services.api.env.import[1].vars.URL"]
     url = next(p for p in found if p.path.endswith("URL"))
     assert url.line == marked_line(db() + env) and "also at services.api.env.import[0].vars.URL" in url.message
+
+
+def test_a_project_role_named_like_another_projects_login_role_collides(tmp_path):
+    """Project `shop`'s role `x` is `shop_x`, the login role of project `shop-x`'s databases."""
+    shop = HEADER + "resources:\n  - {uses: pg, kind: role, name: x}\n"
+    shop_x = db().replace("name: shop", "name: shop-x", 1) + "  - {uses: pg, kind: database, name: more}\n"
+    found = problems(tmp_path, shop, shop_x)
+    assert [(p.file, p.path) for p in found] == [("p1/devstack.yaml", "resources[0].name"),
+                                                 ("p1/devstack.yaml", "resources[1].name")]
+    assert all("both are postgres role 'shop_x'" in p.message and "login role" in p.message for p in found)
+    # The project's own databases share their login role: no collision among them.
+    (tmp_path / "alone").mkdir()
+    assert problems(tmp_path / "alone", shop_x) == []
 
 
 def test_a_key_given_twice_in_a_mapping_is_a_yaml_problem(tmp_path):
