@@ -66,7 +66,13 @@ def stack_config_file(root: Path, stack: str) -> str:
     return f"{str(folder).rstrip('/')}/Pulumi.{stack}.yaml" if folder else f"Pulumi.{stack}.yaml"
 
 
-def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int]) -> None:
+def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], within: tuple[yaml.Node, ...] = ()) -> None:
+    if any(node is outer for outer in within):
+        # `a: &x [*x]`: a value that contains itself, which nothing here can read to the end.
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{format_path(path) or 'the document'} refers to a node that contains it (an alias "
+            "inside its own anchor); write the value out", node.start_mark)
+    within += (node,)
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         first: dict[str, int] = {}
@@ -79,10 +85,10 @@ def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int]) -> Non
             first[key] = line
             child = path + (key,)
             lines[child] = line
-            _index(value_node, child, lines)
+            _index(value_node, child, lines, within)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _index(item, path + (index,), lines)
+            _index(item, path + (index,), lines, within)
 
 
 def format_path(path: FieldPath) -> str:

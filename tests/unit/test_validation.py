@@ -427,6 +427,12 @@ def test_a_project_role_named_like_another_projects_login_role_collides(tmp_path
     assert problems(tmp_path / "alone", shop_x) == []
 
 
+def test_an_alias_inside_its_own_anchor_is_a_yaml_problem(tmp_path):
+    text = HEADER + "resources: &r  # <-\n  - {uses: pg, kind: database, params: {extensions: *r}}\n"
+    (problem,) = problems(tmp_path, text)
+    assert "refers to a node that contains it" in problem.message and problem.line == marked_line(text)
+
+
 def test_a_key_given_twice_in_a_mapping_is_a_yaml_problem(tmp_path):
     text = db() + "services:\n  api:\n    env:\n      PGHOST: a\n      PGHOST: b  # <-\n"
     (problem,) = problems(tmp_path, text)
