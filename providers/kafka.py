@@ -552,7 +552,12 @@ class Topic(KafkaKind):
         self.mark(instance, admin, ident, props.get("stack", ""))
         live = live_topic(admin, name, what)
         if live is None:
-            create_topic(admin, name, spec, what)
+            try:
+                create_topic(admin, name, spec, what)
+            except (InvalidSpec, Conflict, Unsupported):
+                # Refused: no topic came of it, so its marker would be a stray in the registry.
+                self.unmark(instance, admin, ident, props.get("stack", ""))
+                raise
         else:  # adopted: `create` has checked that the replication factor is as declared
             self._converge(admin, name, spec, live, what)
         return self._attributes(instance, name, spec)

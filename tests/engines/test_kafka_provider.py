@@ -342,6 +342,7 @@ def test_unknown_topic_config_is_refused_naming_the_field_and_nothing_created(to
     with pytest.raises(InvalidSpec, match=r"params\.config: .*Unknown topic config name: retention\.days"):
         topic.create(topic_inputs(topic, owner, config={"retention.days": "1"}))
     assert describe(kadmin, f"{owner}.orders") is None
+    assert marker_of(topic, kadmin, f"topic:{owner}.orders") is None  # no stray marker for a topic never made
 
 
 # --- acl -------------------------------------------------------------------------------------
