@@ -92,6 +92,8 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
         return f"must be a mapping (got {_shown(error.get('input'))})"
     message = error["msg"].removeprefix("Value error, ")  # pydantic's wording for a validator's own message
     fix = _WRITE_INSTEAD.get(kind)
+    if kind == "string_type" and isinstance(error.get("input"), (bool, int, float)):
+        fix = "put it in quotes: YAML reads yes, no, on and off as booleans and 007 as a number"
     return f"{message} (got {_shown(error.get('input'))}{'; ' + fix if fix else ''})"
 
 
