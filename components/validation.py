@@ -132,7 +132,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
 
     problems = list(ws_report.problems)
     projects: list[ProjectFile] = []
-    claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str, str | None]] = {}
+    claimed: dict[EngineObject, Claim] = {}
     owners: dict[str, str] = {}
     listed: dict[str, int] = {}
     used: set[str] = set()  # every problem at once: a project with other problems still needs its admin secrets
@@ -512,8 +512,15 @@ def _server(uses: str, other_uses: str, instance: SharedInstance) -> str:
             f"{server_address(instance.host)}:{instance.port}")
 
 
+#: (engine, server, port, namespace, engine name): see KindProvider.engine_object.
+EngineObject = tuple[str, str, int, str, str]
+#: Who claimed an engine object: file, resource path, instance, and (project, kind) when that project's
+#: declarations of that kind all make it (owner_objects).
+Claim = tuple[str, str, str, tuple[str, str] | None]
+
+
 def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, workspace: WorkspaceConfig,
-                claimed: dict[tuple[str, str, int, str, str], tuple[str, str, str, str | None]]) -> list[Problem]:
+                claimed: dict[EngineObject, Claim]) -> list[Problem]:
     """Declarations naming one engine object: each its own (engine_object), and those a kind makes for its
     whole project (owner_objects, which that project's declarations of the kind share)."""
     problems = []
@@ -525,16 +532,17 @@ def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, work
         here = (relative, f"resources[{i}]")
         # By server, not instance name: two names for one server (`localhost`, `127.0.0.1`) reach one object.
         objects = [(provider.engine_object(instance.host, instance.port, decl.name or project.name, project.name), None)]
-        objects += [(key, f"{project.name}/{decl.kind}")
+        objects += [(key, (project.name, decl.kind))
                     for key in provider.owner_objects(instance.host, instance.port, project.name)]
         for key, sharer in objects:
             other = claimed.setdefault(key, (*here, decl.uses, sharer))
             if other[:2] == here or (sharer is not None and other[3] == sharer):
                 continue  # its own claim, or one more declaration making the project's shared object
-            made_for_project = " (a database's login role is named after its project)" if sharer or other[3] else ""
+            shared_by = sharer or other[3]
+            made = f" (every {shared_by[1]} of project {shared_by[0]!r} makes it)" if shared_by else ""
             problems.append(Problem(relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
                                     f"collides with {other[0]} {other[1]}: both are {instance.engine} "
-                                    f"{key[3]} {key[-1]!r} on {_server(decl.uses, other[2], instance)}"
-                                    f"{made_for_project} (give one another name)"))
+                                    f"{key[3]} {key[-1]!r} on {_server(decl.uses, other[2], instance)}{made} "
+                                    f"(give one another name)"))
             break  # one collision per declaration is enough to act on
     return problems

@@ -423,7 +423,8 @@ def test_a_project_role_named_like_another_projects_login_role_collides(tmp_path
     found = problems(tmp_path, shop, shop_x)
     assert [(p.file, p.path) for p in found] == [("p1/devstack.yaml", "resources[0].name"),
                                                  ("p1/devstack.yaml", "resources[1].name")]
-    assert all("both are postgres role 'shop_x'" in p.message and "login role" in p.message for p in found)
+    assert all("both are postgres role 'shop_x' on instance 'pg' (every database of project 'shop-x' makes it)"
+               in p.message for p in found)
     # The project's own databases share their login role: no collision among them.
     (tmp_path / "alone").mkdir()
     assert problems(tmp_path / "alone", shop_x) == []
