@@ -9,7 +9,7 @@ import pulumi
 
 from components.project import Project
 from components.validation import Validated, WorkspaceInvalid, validate
-from components.yamlfile import load_yaml_if_usable, stack_config_file
+from components.yamlfile import encryption_salt, load_yaml_if_usable, stack_config_file
 from providers.base import marker_workspace
 from providers.instances import parse_object
 
@@ -57,5 +57,5 @@ def build(root: Path) -> Workspace:
         for problem in invalid.problems:
             pulumi.log.error(str(problem))
         raise pulumi.RunError(f"{len(invalid.problems)} problem(s) in the workspace; nothing was created or changed") from None
-    # Markers name the checkout too (see marker_workspace): the same stack name in two clones is two workspaces.
-    return Workspace(validated, marker_workspace(stack, str(root)))
+    # Markers name the ledger too (see marker_workspace): the `local` stacks of two clones are two workspaces.
+    return Workspace(validated, marker_workspace(stack, encryption_salt(root, stack)))

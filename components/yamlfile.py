@@ -66,6 +66,14 @@ def stack_config_file(root: Path, stack: str) -> str:
     return f"{str(folder).rstrip('/')}/Pulumi.{stack}.yaml" if folder else f"Pulumi.{stack}.yaml"
 
 
+def encryption_salt(root: Path, stack: str) -> str | None:
+    """The stack's `encryptionsalt` (the passphrase secrets provider's) from its config file, if any."""
+    display = stack_config_file(root, stack)
+    config = load_yaml_if_usable(root / display, display)
+    salt = config.data.get("encryptionsalt") if config and isinstance(config.data, dict) else None
+    return salt if isinstance(salt, str) else None
+
+
 def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], within: tuple[yaml.Node, ...] = ()) -> None:
     if any(node is outer for outer in within):
         # `a: &x [*x]`: a value that contains itself, which nothing here can read to the end.

@@ -65,14 +65,10 @@ def _item(f: Found, reason: str) -> GcItem:
 
 def _elsewhere(marked: str, mark: str) -> str:
     """Why a marker's workspace `marked` is not this one's (`mark`, see marker_workspace)."""
-    stack, _, checkout = marked.partition("@")
-    if stack != mark.partition("@")[0]:
-        return f"marked for workspace {marked!r}"
-    if not checkout:
-        # Written before markers named the checkout: any checkout's stack of this name may use it.
-        return (f"marked for a stack {stack!r} before markers named their checkout; "
-                "`pulumi up` in the checkout that declares it marks it as that checkout's")
-    return f"marked for stack {stack!r} of another checkout ({marked}; this one is {mark})"
+    stack = marked.partition("@")[0]
+    if stack == mark.partition("@")[0]:
+        return f"marked for another ledger's stack {stack!r} ({marked}; this one marks {mark}): another clone's, say"
+    return f"marked for workspace {marked!r}"
 
 
 def reconcile(
@@ -80,9 +76,11 @@ def reconcile(
 ) -> GcReport:
     """Sort every scanned resource into managed, orphan, foreign or another workspace's; list stale ledger entries.
 
-    `mark` is the workspace this stack's markers record (marker_workspace): only
-    a resource marked so is ever this workspace's orphan.
+    `mark` is the workspace this stack's markers record (marker_workspace): only a resource
+    marked so, or with the stack's bare name as markers were before they named the ledger, is ever
+    this workspace's orphan.
     """
+    ours = {mark, mark.partition("@")[0]}
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
     found, scanned, errors = _scan_all(sorted(instances, key=lambda i: i.name), filters)
     in_scope = [t for t in tracked if filters.matches(t.ident) and t.ident.instance in scanned]
@@ -96,10 +94,8 @@ def reconcile(
         if filters.project not in (None, f.owner):
             continue
         entry = ledger.get(f.key)
+        elsewhere = bool(f.stack) and f.stack not in ours
         if entry is not None and entry.ident.owner == f.owner:
-            # In the ledger: this workspace's, unless another has re-marked it since (a marker from
-            # before markers named their checkout, with this stack's name, counts as this one's).
-            elsewhere = bool(f.stack) and f.stack not in (mark, mark.partition("@")[0])
             matched.add(f.key)
             if f.owner in projects:
                 managed += 1
@@ -108,7 +104,7 @@ def reconcile(
                 others.append(_item(f, f"{_elsewhere(f.stack or '', mark)}, which lists project {f.owner!r} too"))
             else:
                 orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
-        elif f.stack == mark:
+        elif f.stack in ours:
             orphans.append(_item(f, "marked for this workspace but not in the ledger"))
         else:
             others.append(_item(f, _elsewhere(f.stack, mark) if f.stack else "its marker records no workspace"))

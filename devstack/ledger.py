@@ -838,13 +838,14 @@ def collect_garbage(
     `prune` (after `confirm`), each orphan is dropped by its provider: one
     engine call per orphan, nothing else (the ledger is not changed).
     """
+    from components.yamlfile import encryption_salt
     from devstack import gc as reconcile
     from providers.base import marker_workspace
 
     filters = validate_filters(engine, kind, project)
     config = stack_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))
-    mark = marker_workspace(stack.name, stack.workspace.work_dir)
+    mark = marker_workspace(stack.name, encryption_salt(Path(stack.workspace.work_dir), stack.name))
     report = reconcile.reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
     if not (prune and report.orphans):
         return report

@@ -17,7 +17,6 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache, wraps
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
 
@@ -485,15 +484,19 @@ def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, A
             )
 
 
-def marker_workspace(stack: str, root: str) -> str:
-    """The workspace an ownership marker records: the stack's name and the checkout it runs from.
+def marker_workspace(stack: str, ledger_salt: str | None) -> str:
+    """The workspace an ownership marker records: the stack's name and a digest of its ledger's salt.
 
-    The checkout tells apart two stacks of one name (the default `local` in two
-    clones or worktrees) using the same engines, whose garbage collection would
-    otherwise take each other's resources for its own orphans. A digest keeps
-    the marker within every engine's tag and metadata alphabets.
+    The salt (the passphrase secrets provider's, made once per stack by `pulumi stack init` and kept
+    in the stack's config and state) tells apart two stacks of one name using the same engines, the
+    default `local` of two clones say, whose garbage collection would otherwise take each other's
+    resources for its own orphans; everyone sharing one stack has the same salt. Without one, the
+    marker is the stack's name alone, as markers were before. A digest keeps the marker within every
+    engine's tag and metadata alphabets.
     """
-    return f"{stack}@{hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]}"
+    if not ledger_salt:
+        return stack
+    return f"{stack}@{hashlib.sha256(ledger_salt.encode()).hexdigest()[:12]}"
 
 
 def ownership_marker(ident: Identity, stack: str) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -33,6 +34,7 @@ from psycopg import sql
 from devstack import gc, ledger
 from devstack.errors import Aborted
 from devstack.scan import Found, declaration_name
+from components.yamlfile import encryption_salt
 from providers.base import marker_workspace
 from providers import registry, s3
 from providers.identity import Identity
@@ -200,7 +202,7 @@ def planted(sandbox: Sandbox, admin, local_shared):
 
 
 def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
-    mark = marker_workspace(workspace, stack.workspace.work_dir)  # what this checkout's up writes
+    mark = marker_workspace(workspace, encryption_salt(Path(stack.workspace.work_dir), workspace))  # what its up writes
     orphans = set()
     for engine, instance, kind, name, params in orphan_plan(p):
         made.append((engine, instance, kind, name, p))
@@ -208,15 +210,17 @@ def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
         orphans.add((engine, kind, engine_name(engine, kind, name, p)))
     others = {
         "other": f"{workspace}-other",
-        # The same stack name in another clone of the checkout, and a marker from before markers named
-        # their checkout: either may be another checkout's live resource.
-        "clone": marker_workspace(workspace, str(sandbox.work / "another-clone")),
-        "legacy": workspace,
+        # A stack of the same name with a ledger of its own (another clone's): its live resource.
+        "clone": marker_workspace(workspace, "the other clone's salt"),
     }
     for identity in (("postgres", "pg", "role", "managed", p), ("postgres", "pg", "role", "gone", gone),
                      *(("redis", "cache", "acl_user", name, p) for name in others)):
         made.append(identity)
         create(config, *identity, others.get(identity[3], mark))
+    # Marked as markers were before they named the ledger (the stack's name alone): still this one's.
+    made.append(("redis", "cache", "acl_user", "legacy", p))
+    create(config, "redis", "cache", "acl_user", "legacy", p, workspace)
+    orphans.add(("redis", "acl_user", f"{p}-legacy"))
     orphans.add(("postgres", "role", f"{gone}_gone"))  # its project left the workspace
     stale_rows = [("postgres", "pg", "database", f"{p}-stale"), ("redis", "cache", "acl_user", "stale"),
                   ("minio", "objects", "bucket", "stale"), ("localstack", "aws", "queue", "stale"),
@@ -253,7 +257,7 @@ def test_gc_reports_then_prunes_only_orphans(planted):
     assert planted["foreign"] <= keys(report["foreign"])
     assert planted["others"] <= keys(report["other_workspaces"])
     reasons = {i["engine_name"]: i["reason"] for i in report["other_workspaces"]}
-    assert "another checkout" in reasons[f"{p}-clone"] and "before markers named" in reasons[f"{p}-legacy"]
+    assert "another ledger's stack" in reasons[f"{p}-clone"]
     assert report["managed"] == 1
     reasons = {(i["kind"], i["engine_name"]): i["reason"] for i in report["orphans"]}
     assert "no longer lists" in reasons[("role", next(n for e, k, n in planted["orphans"] if n.endswith("_gone")))]
@@ -275,7 +279,7 @@ def test_gc_reports_then_prunes_only_orphans(planted):
     # The refusal dropped nothing: every orphan is still there for --yes to prune.
     pruned = box.cli_json("resource", "gc", "--prune", "--yes", "-w", workspace)
     assert pruned["errors"] == [] and keys(pruned["orphans"]) == planted["orphans"]
-    assert len(pruned["pruned"]) == len(planted["orphans"]) == 19
+    assert len(pruned["pruned"]) == len(planted["orphans"]) == 20
 
     after = ledger.collect_garbage(planted["stack"]).as_json()
     assert after["orphans"] == [] and after["managed"] == 1
@@ -329,7 +333,7 @@ def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkey
     report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, set(), tracked)
     assert report.orphans == [] and report.stale == []
     assert [(o.engine_name, o.stack) for o in report.other_workspaces] == [("shop-logs", "other-workspace")]
-    # Marked for this workspace (also as markers were before they named their checkout, or for none,
+    # Marked for this workspace (also as markers were before they named the ledger, or for none,
     # as older markers are), the ledger's entry makes it this workspace's orphan.
     for stack in ("this@c0ffee", "this", None):
         monkeypatch.setattr(gc, "_scan_all", lambda instances, filters, stack=stack: (
@@ -339,7 +343,7 @@ def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkey
 
 
 def test_an_update_of_the_workspace_alone_re_marks_every_kind(admin, local_shared):
-    """The first up after markers began to name their checkout changes only `stack`: every kind's
+    """The first up after markers began to name their ledger changes only `stack`: every kind's
     update must write it into the engine, or gc would never count the resource as this workspace's."""
     from devstack.scan import scan
 

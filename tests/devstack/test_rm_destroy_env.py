@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 
 import nats
 import psycopg
@@ -278,12 +279,17 @@ def test_gc_in_another_checkout_with_the_same_stack_name_leaves_this_ones_resour
     user = [{"uses": "cache", "kind": "acl_user"}]
     first = configure_stack(sandbox, "twin", local_shared, admin, [write(sandbox, a, user)])
     first.up()
+    # The marker names the ledger, not the path: the same stack run from elsewhere (a teammate on a shared
+    # backend, a moved checkout) re-marks nothing.
+    shutil.copytree(sandbox.work, tmp_path / "moved")
+    moved = Sandbox(env=sandbox.env, work=tmp_path / "moved").open("twin").preview().change_summary
+    assert set(moved) == {"same"}, moved
     configure_stack(clone, "twin", local_shared, admin, [write(clone, b, user)]).up()
 
     swept = clone.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
     assert swept["orphans"] == [] and swept["pruned"] == []
     theirs = next(o for o in swept["other_workspaces"] if o["engine_name"] == a)
-    assert "another checkout" in theirs["reason"] and acl_user_exists(admin, local_shared, a)
+    assert "another ledger's stack 'twin'" in theirs["reason"] and acl_user_exists(admin, local_shared, a)
 
     # In its own checkout, once no longer declared (retained by the up), it is an orphan to prune there.
     write(sandbox, a, [])
