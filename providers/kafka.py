@@ -72,7 +72,7 @@ _TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 # No '.' in a project name: '.' separates the owner from the rest of a name.
 _OWNER_CHARS = re.compile(r"[a-zA-Z0-9_-]+")
 #: The local engine's own principals (`devstack-admin`, `devstack-broker`) are the broker's super users:
-#: a project of such a name would get a SCRAM login as one.
+#: a project of such a name would get a SCRAM login as one (its `acl`; topics of such a name are harmless).
 _RESERVED_OWNER = re.compile(r"devstack([-_].*)?")
 MARKER_TOPIC = "__devstack_owners"
 SASL_MECHANISM = "SCRAM-SHA-512"
@@ -100,9 +100,6 @@ def kafka_name(name: str, owner: str) -> str:
     if not _OWNER_CHARS.fullmatch(owner):
         raise InvalidSpec("map", f"owner {owner!r}", "Kafka project names use letters, digits, '-' and '_' "
                           "(no '.': it separates the project from the rest of a topic name)")
-    if _RESERVED_OWNER.fullmatch(owner):
-        raise InvalidSpec("map", f"owner {owner!r}", "Kafka project names 'devstack' and 'devstack-*' are reserved "
-                          "for the engine's own principals, which are super users")
     mapped = owner if name == owner else f"{owner}.{name}"
     if not _TOPIC_CHARS.fullmatch(name) or name in (".", ".."):
         raise InvalidSpec("map", f"name {name!r}", "Kafka names use letters, digits, '.', '_' and '-' only")
@@ -555,8 +552,10 @@ class Topic(KafkaKind):
             try:
                 create_topic(admin, name, spec, what)
             except (InvalidSpec, Conflict, Unsupported):
-                # Refused: no topic came of it, so its marker would be a stray in the registry.
-                self.unmark(instance, admin, ident, props.get("stack", ""))
+                # Refused: unless someone else's create won the name meanwhile, no topic came of it,
+                # and its marker would be a stray in the registry.
+                if describe_topic(admin, name, what) is None:
+                    self.unmark(instance, admin, ident, props.get("stack", ""))
                 raise
         else:  # adopted: `create` has checked that the replication factor is as declared
             self._converge(admin, name, spec, live, what)
@@ -749,6 +748,15 @@ class Acl(KafkaKind):
     secret_outputs = ("password",)
     # Grants are made once the project's topics exist and revoked before any is dropped.
     after_kinds = ("topic",)
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str) -> str:
+        principal = kafka_name(name, owner)
+        if _RESERVED_OWNER.fullmatch(owner):
+            raise InvalidSpec("map", f"project {owner!r}", "Kafka principals of projects named 'devstack' and "
+                              "'devstack-*' are reserved: the local broker's own (devstack-admin, devstack-broker) "
+                              "are its super users")
+        return principal
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         principal, what = self.engine_name(ident.name, ident.owner), f"acl {ident}"

@@ -530,15 +530,20 @@ class ConsumerSpec(BaseModel):
     deliver_policy: Literal["all", "last", "new", "last_per_subject"] = Field(default="all", alias="deliverPolicy")
     ack_policy: Literal["explicit", "all", "none"] = Field(default="explicit", alias="ackPolicy")
     ack_wait: int = Field(default=30, ge=1, le=MAX_SECONDS, alias="ackWait", description="seconds")
-    max_deliver: int = Field(default=-1, ge=-1, alias="maxDeliver", description="-1 = unlimited")
-    description: str = Field(default="", max_length=4096)  # the server's limit
+    max_deliver: int = Field(default=-1, ge=-1, alias="maxDeliver", description="-1 or 0 = unlimited")
+    description: str = ""
 
     @field_validator("max_deliver")
     @classmethod
-    def _deliveries(cls, value: int) -> int:
-        # The server stores 0 as -1: the declaration would differ from the live consumer on every diff.
-        if value == 0:
-            raise ValueError("must be -1 (unlimited) or at least 1")
+    def _unlimited_as_stored(cls, value: int) -> int:
+        # The server stores 0 (unlimited) as -1: declared as 0, every refresh would find drift.
+        return -1 if value == 0 else value
+
+    @field_validator("description")
+    @classmethod
+    def _server_limit(cls, value: str) -> str:
+        if len(value.encode()) > 4096:
+            raise ValueError("is at most 4096 bytes (the server's limit)")
         return value
 
 

@@ -288,6 +288,16 @@ def test_a_project_cannot_claim_another_projects_subjects(stream, owner, js):
     assert stream_config(js, other) is None
 
 
+@pytest.mark.parametrize("pair", [("{o}.*.x", "{o}.a.*"), ("{o}.a", "{o}.*"), ("{o}.a", "{o}.a"), ("{o}.a.>", "{o}.*.b")])
+def test_subjects_overlapping_within_a_stream_are_refused_by_check_as_by_the_server(stream, owner, js, pair):
+    subjects = [s.format(o=owner) for s in pair]
+    found = failures(stream, props("nats", "events", "stream", owner, owner, {"subjects": subjects}))
+    assert "overlap: list each subject once" in found["params.subjects"]
+    with pytest.raises(nats.js.errors.APIError, match="overlaps with"):
+        js(lambda j: j.add_stream(name=owner, subjects=subjects))
+    assert failures(stream, props("nats", "events", "stream", owner, owner, {"subjects": subjects[:1]})) == {}
+
+
 def test_stream_name_too_long_is_invalid(owner):
     with pytest.raises(InvalidSpec, match="at most 255 characters"):
         Stream.engine_name("x" * 260, owner)

@@ -177,18 +177,15 @@ PROVIDER_RULES = [
     (HEADER + "resources:\n  - uses: kafka\n    kind: topic\n    params:\n      config: {retention.ms: null}  # <-\n",
      "resources[0].params.config", "'retention.ms': a value is one string, number or boolean"),
     (HEADER.replace("name: shop", "name: devstack-broker") + "resources:\n  - uses: kafka  # <-\n    kind: acl\n",
-     "resources[0].name", "reserved for the engine's own principals"),
+     "resources[0].name", "'devstack-*' are reserved: the local broker's own"),
     (HEADER + "resources:\n  - uses: events\n    kind: stream\n    params:\n      subjects: [shop.a, shop.*]  # <-\n",
      "resources[0].params.subjects", "'shop.a' and 'shop.*' overlap"),
     (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
               "    params:  # <-\n      stream: shop\n      deliverPolicy: last_per_subject\n",
      "resources[1].params.filterSubject", "is required with deliverPolicy: last_per_subject"),
     (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
-              "    params:\n      stream: shop\n      maxDeliver: 0  # <-\n",
-     "resources[1].params.maxDeliver", "must be -1 (unlimited) or at least 1"),
-    (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
-              f"    params:\n      stream: shop\n      description: {'d' * 4097}  # <-\n",
-     "resources[1].params.description", "at most 4096 characters"),
+              f"    params:\n      stream: shop\n      description: {'é' * 2049}  # <-\n",
+     "resources[1].params.description", "is at most 4096 bytes"),
 ]
 
 
@@ -428,6 +425,18 @@ def test_a_project_role_named_like_another_projects_login_role_collides(tmp_path
     # The project's own databases share their login role: no collision among them.
     (tmp_path / "alone").mkdir()
     assert problems(tmp_path / "alone", shop_x) == []
+
+
+def test_a_devstack_project_may_have_kafka_topics_but_no_principal(tmp_path):
+    topic = HEADER.replace("name: shop", "name: devstack-tools") + "resources:\n  - {uses: kafka, kind: topic}\n"
+    assert problems(tmp_path, topic, workspace=ALL_ENGINES) == []
+
+
+def test_max_deliver_zero_is_normalized_to_what_the_server_stores():
+    """The server keeps 0 (unlimited) as -1; normalized the same way, a refresh finds no drift."""
+    from providers.nats import ConsumerSpec
+
+    assert ConsumerSpec.model_validate({"stream": "s", "maxDeliver": 0}).max_deliver == -1
 
 
 def test_an_alias_inside_its_own_anchor_is_a_yaml_problem(tmp_path):
