@@ -132,7 +132,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
 
     problems = list(ws_report.problems)
     projects: list[ProjectFile] = []
-    claimed: dict[EngineObject, Claim] = {}
+    claimed: dict[EngineObject, Claim] = _admin_logins(workspace, stack_display)
     owners: dict[str, str] = {}
     listed: dict[str, int] = {}
     used: set[str] = set()  # every problem at once: a project with other problems still needs its admin secrets
@@ -517,6 +517,19 @@ EngineObject = tuple[str, str, int, str, str]
 #: Who claimed an engine object: file, resource path, instance, and (project, kind) when that project's
 #: declarations of that kind all make it (owner_objects).
 Claim = tuple[str, str, str, tuple[str, str] | None]
+
+
+def _admin_logins(workspace: WorkspaceConfig, stack_display: str) -> dict[EngineObject, Claim]:
+    """Each instance's admin user, claimed where the kinds that make logins put theirs: a project's
+    login of that name would be refused mid-up (it exists, unmarked) or, worse, be the admin."""
+    claims: dict[EngineObject, Claim] = {}
+    for name, instance in workspace.shared.items():
+        if instance.engine not in registry.engines():
+            continue
+        for namespace in {kind.login_namespace for kind in registry.kinds(instance.engine).values()} - {None}:
+            key = (instance.engine, server_address(instance.host), instance.port, namespace, instance.admin_user)
+            claims.setdefault(key, (stack_display, f"devstack:workspace.shared.{name}.adminUser", name, None))
+    return claims
 
 
 def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, workspace: WorkspaceConfig,

@@ -150,6 +150,10 @@ class KindProvider(ResourceProvider):
         server (`localhost`, `127.0.0.1`) and of one engine name (`shop-x`, `shop_x`)."""
         return (cls.engine, server_address(host), port, cls.kind, cls.engine_name(name, owner))
 
+    #: The engine_object namespace of the logins this kind makes, which the instance's admin user is in
+    #: too; None when it makes none.
+    login_namespace: ClassVar[str | None] = None
+
     @classmethod
     def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
         """Engine objects besides its own that every declaration of this kind in project `owner` makes and

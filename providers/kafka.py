@@ -742,6 +742,7 @@ class Acl(KafkaKind):
     """
 
     kind = "acl"
+    login_namespace = "acl"
     marker_kind = "acl"
     Spec = AclSpec
     attributes = ("host", "port", "user", "password", "principal", "prefix")

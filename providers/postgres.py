@@ -371,6 +371,7 @@ class Database(KindProvider):
 
     engine = ENGINE
     kind = "database"
+    login_namespace = ROLE_NAMESPACE
     Spec = DatabaseSpec
     login_per_owner = True  # every database of a project owns (and logs in as) the project's role
     create_only = frozenset({"encoding", "locale"})
@@ -679,6 +680,7 @@ class _ProjectRoleKind(KindProvider):
     """What `role` and `user` share: the `<owner>_<name>` namespace, the kind marker, the release on drop."""
 
     engine = ENGINE
+    login_namespace = ROLE_NAMESPACE
 
     @classmethod
     def engine_name(cls, name: str, owner: str) -> str:

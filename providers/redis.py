@@ -373,6 +373,7 @@ class AclUser(KindProvider):
 
     engine = ENGINE
     kind = "acl_user"
+    login_namespace = "acl_user"
     Spec = AclUserSpec
     attributes = ("host", "port", "user", "password", "keyPrefix")
     secret_outputs = ("password",)

@@ -87,6 +87,10 @@ CASES = [
      "resources[0].name", "PostgreSQL reserves the role name 'pg_tools'"),
     (db("    params:\n      connectionLimit: 3000000000  # <-\n"), "resources[0].params.connectionLimit",
      "less than or equal to 2147483647"),
+    # a login named like the instance's admin: refused mid-up (it exists, unmarked), never to be the admin
+    (HEADER.replace("name: shop", "name: admin") + "resources:\n  - uses: pg  # <-\n    kind: database\n",
+     "resources[0].name", "collides with stacks/Pulumi.test.yaml devstack:workspace.shared.pg.adminUser: "
+                          "both are postgres role 'admin'"),
     # roles and users are one PostgreSQL namespace
     (db() + "  - {uses: pg, kind: role, name: admin}\n  - {uses: pg, kind: user, name: admin}  # <-\n",
      "resources[2].name", "both are postgres role 'shop_admin'"),
