@@ -626,10 +626,14 @@ class Consumer(NatsKind):
         if param != "stream":
             return None
         try:
-            filter_subject = ConsumerSpec.model_validate(params).filter_subject
-            subjects = Stream.normalized_params(target_params, target, owner)["subjects"]
+            spec = ConsumerSpec.model_validate(params)
+            stream = Stream.normalized_params(target_params, target, owner)
         except ValidationError:
             return None  # a problem of the declarations themselves, reported on them
+        filter_subject, subjects = spec.filter_subject, stream["subjects"]
+        if stream["retention"] == "workqueue" and spec.ack_policy != "explicit":
+            # The server refuses it: a work queue removes a message once it is acknowledged.
+            return ("params.ackPolicy", f"must be explicit on stream {target!r}, whose retention is workqueue")
         if not filters_inside(filter_subject, [owner_subjects(owner)]):
             return None  # outside the project's subjects: check's tenant rule says so
         if filters_inside(filter_subject, subjects):

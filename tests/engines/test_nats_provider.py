@@ -298,6 +298,16 @@ def test_subjects_overlapping_within_a_stream_are_refused_by_check_as_by_the_ser
     assert failures(stream, props("nats", "events", "stream", owner, owner, {"subjects": subjects[:1]})) == {}
 
 
+@pytest.mark.parametrize("ack", ["none", "all"])
+def test_a_work_queue_takes_explicit_acks_only_as_validation_says(owner, js, ack):
+    stream, consumer = {"retention": "workqueue"}, {"stream": "orders", "ackPolicy": ack}
+    assert Consumer.misfit("stream", consumer, "orders", stream, owner)[0] == "params.ackPolicy"
+    assert Consumer.misfit("stream", {**consumer, "ackPolicy": "explicit"}, "orders", stream, owner) is None
+    js(lambda j: j.add_stream(name=owner, subjects=[f"{owner}.>"], retention="workqueue"))
+    with pytest.raises(nats.js.errors.APIError, match="explicit ack"):
+        js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name="w", ack_policy=ack)))
+
+
 def test_stream_name_too_long_is_invalid(owner):
     with pytest.raises(InvalidSpec, match="at most 255 characters"):
         Stream.engine_name("x" * 260, owner)

@@ -187,6 +187,9 @@ PROVIDER_RULES = [
     (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
               "    params:  # <-\n      stream: shop\n      deliverPolicy: last_per_subject\n",
      "resources[1].params.filterSubject", "is required with deliverPolicy: last_per_subject"),
+    (HEADER + "resources:\n  - {uses: events, kind: stream, params: {retention: workqueue}}\n  - uses: events\n"
+              "    kind: consumer\n    name: c\n    params:\n      stream: shop\n      ackPolicy: all  # <-\n",
+     "resources[1].params.ackPolicy", "must be explicit on stream 'shop', whose retention is workqueue"),
     (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
               f"    params:\n      stream: shop\n      description: {'é' * 2049}  # <-\n",
      "resources[1].params.description", "is at most 4096 bytes"),
