@@ -65,10 +65,13 @@ def _item(f: Found, reason: str) -> GcItem:
 
 def _elsewhere(marked: str, mark: str) -> str:
     """Why a marker's workspace `marked` is not this one's (`mark`, see marker_workspace)."""
-    stack = marked.partition("@")[0]
-    if stack == mark.partition("@")[0]:
-        return f"marked for another ledger's stack {stack!r} ({marked}; this one marks {mark}): another clone's, say"
-    return f"marked for workspace {marked!r}"
+    stack, _, salt = marked.partition("@")
+    if stack != mark.partition("@")[0]:
+        return f"marked for workspace {marked!r}"
+    if not salt:
+        return (f"marked with the bare stack name {stack!r} (as before markers named their ledger): any clone's "
+                f"stack of that name may use it, so gc leaves it; drop it by hand if it is this workspace's")
+    return f"marked for another ledger's stack {stack!r} ({marked}; this one marks {mark}): another clone's, say"
 
 
 def reconcile(
@@ -76,9 +79,10 @@ def reconcile(
 ) -> GcReport:
     """Sort every scanned resource into managed, orphan, foreign or another workspace's; list stale ledger entries.
 
-    `mark` is the workspace this stack's markers record (marker_workspace): only a resource
-    marked so, or with the stack's bare name as markers were before they named the ledger, is ever
-    this workspace's orphan.
+    `mark` is the workspace this stack's markers record (marker_workspace): only a resource marked
+    so is ever this workspace's orphan. One marked with the stack's bare name (as markers were before
+    they named the ledger) is this workspace's only while its ledger holds it: outside, it may be
+    another clone's stack of that name.
     """
     ours = {mark, mark.partition("@")[0]}
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
@@ -94,8 +98,9 @@ def reconcile(
         if filters.project not in (None, f.owner):
             continue
         entry = ledger.get(f.key)
-        elsewhere = bool(f.stack) and f.stack not in ours
         if entry is not None and entry.ident.owner == f.owner:
+            # The ledger holds it: this workspace's, bare-named marker included, unless another re-marked it.
+            elsewhere = bool(f.stack) and f.stack not in ours
             matched.add(f.key)
             if f.owner in projects:
                 managed += 1
@@ -104,7 +109,7 @@ def reconcile(
                 others.append(_item(f, f"{_elsewhere(f.stack or '', mark)}, which lists project {f.owner!r} too"))
             else:
                 orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
-        elif f.stack in ours:
+        elif f.stack == mark:
             orphans.append(_item(f, "marked for this workspace but not in the ledger"))
         else:
             others.append(_item(f, _elsewhere(f.stack, mark) if f.stack else "its marker records no workspace"))

@@ -845,7 +845,9 @@ def collect_garbage(
     filters = validate_filters(engine, kind, project)
     config = stack_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))
-    mark = marker_workspace(stack.name, encryption_salt(Path(stack.workspace.work_dir), stack.name))
+    # The program knows its stack by the short name (`local` of `organization/local`), as the config file is named.
+    short_name = stack.name.rsplit("/", 1)[-1]
+    mark = marker_workspace(short_name, encryption_salt(Path(stack.workspace.work_dir), short_name))
     report = reconcile.reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
     if not (prune and report.orphans):
         return report

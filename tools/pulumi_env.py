@@ -56,6 +56,9 @@ def pulumi_env(backend_dir: Path | None = None, passphrase_file: Path | None = N
         "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase_file or ensure_passphrase()),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        # A stack config that lost its encryptionsalt (reverted, say) gets the state's back instead of a
+        # new one: its secrets stay readable, and ownership markers, which name the salt, stay the same.
+        "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
         # Inline automation-API programs start the dynamic-provider plugin with this interpreter.
         "PULUMI_PYTHON_CMD": str(venv_bin / "python"),
     }

@@ -217,10 +217,11 @@ def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
                      *(("redis", "cache", "acl_user", name, p) for name in others)):
         made.append(identity)
         create(config, *identity, others.get(identity[3], mark))
-    # Marked as markers were before they named the ledger (the stack's name alone): still this one's.
+    # Marked as markers were before they named the ledger (the stack's name alone), outside the ledger:
+    # any clone's stack of that name may use it.
     made.append(("redis", "cache", "acl_user", "legacy", p))
     create(config, "redis", "cache", "acl_user", "legacy", p, workspace)
-    orphans.add(("redis", "acl_user", f"{p}-legacy"))
+    others["legacy"] = workspace
     orphans.add(("postgres", "role", f"{gone}_gone"))  # its project left the workspace
     stale_rows = [("postgres", "pg", "database", f"{p}-stale"), ("redis", "cache", "acl_user", "stale"),
                   ("minio", "objects", "bucket", "stale"), ("localstack", "aws", "queue", "stale"),
@@ -257,7 +258,7 @@ def test_gc_reports_then_prunes_only_orphans(planted):
     assert planted["foreign"] <= keys(report["foreign"])
     assert planted["others"] <= keys(report["other_workspaces"])
     reasons = {i["engine_name"]: i["reason"] for i in report["other_workspaces"]}
-    assert "another ledger's stack" in reasons[f"{p}-clone"]
+    assert "another ledger's stack" in reasons[f"{p}-clone"] and "bare stack name" in reasons[f"{p}-legacy"]
     assert report["managed"] == 1
     reasons = {(i["kind"], i["engine_name"]): i["reason"] for i in report["orphans"]}
     assert "no longer lists" in reasons[("role", next(n for e, k, n in planted["orphans"] if n.endswith("_gone")))]
@@ -279,7 +280,7 @@ def test_gc_reports_then_prunes_only_orphans(planted):
     # The refusal dropped nothing: every orphan is still there for --yes to prune.
     pruned = box.cli_json("resource", "gc", "--prune", "--yes", "-w", workspace)
     assert pruned["errors"] == [] and keys(pruned["orphans"]) == planted["orphans"]
-    assert len(pruned["pruned"]) == len(planted["orphans"]) == 20
+    assert len(pruned["pruned"]) == len(planted["orphans"]) == 19
 
     after = ledger.collect_garbage(planted["stack"]).as_json()
     assert after["orphans"] == [] and after["managed"] == 1
@@ -370,3 +371,14 @@ def test_an_update_of_the_workspace_alone_re_marks_every_kind(admin, local_share
     finally:
         for engine, instance, kind, name, owner in reversed(made):
             drop_quietly(config, engine, instance, kind, name, owner)
+
+
+def test_outside_the_ledger_only_this_ledgers_own_mark_is_an_orphan(monkeypatch, admin, local_shared):
+    """Not in the ledger, nothing proves a bare-named or another ledger's marker is this workspace's."""
+    config = workspace_config(local_shared, admin, "this", [])
+    kinds = {"this@c0ffee": "orphans", "this": "other_workspaces", "this@beef00": "other_workspaces"}
+    for stack, where in kinds.items():
+        monkeypatch.setattr(gc, "_scan_all", lambda instances, filters, stack=stack: (
+            [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
+        report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, {"shop"}, [])
+        assert [o.engine_name for o in getattr(report, where)] == ["shop-logs"], stack

@@ -613,3 +613,14 @@ def test_messages_name_the_stack_config_file_where_pulumi_keeps_it(tmp_path):
     assert stack_config_file(tmp_path, "e2e") == "Pulumi.e2e.yaml"
     (tmp_path / "Pulumi.yaml").write_text("name: devstack\nruntime: python\nstackConfigDir: config/\n")
     assert stack_config_file(tmp_path, "e2e") == "config/Pulumi.e2e.yaml"
+
+
+def test_encryption_salt_is_read_where_pulumi_keeps_the_stack_config(tmp_path):
+    from components.yamlfile import encryption_salt
+
+    assert encryption_salt(tmp_path, "local") is None  # no config file yet: markers name the stack alone
+    (tmp_path / "Pulumi.yaml").write_text("name: devstack\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.local.yaml").write_text("encryptionsalt: v1:abc\nconfig: {}\n")
+    (tmp_path / "Pulumi.local.yaml").write_text("encryptionsalt: v1:elsewhere\n")  # not where Pulumi looks
+    assert encryption_salt(tmp_path, "local") == "v1:abc"
