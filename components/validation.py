@@ -512,7 +512,7 @@ def _server(uses: str, other_uses: str, instance: SharedInstance) -> str:
             f"{server_address(instance.host)}:{instance.port}")
 
 
-#: (engine, server, port, namespace, engine name): see KindProvider.engine_object.
+#: (engine, server, port, namespace, engine name): see KindProvider.object_named.
 EngineObject = tuple[str, str, int, str, str]
 #: Who claimed an engine object: file, resource path, instance, and (project, kind) when that project's
 #: declarations of that kind all make it (owner_objects).
@@ -526,9 +526,10 @@ def _admin_logins(workspace: WorkspaceConfig, stack_display: str) -> dict[Engine
     for name, instance in workspace.shared.items():
         if instance.engine not in registry.engines():
             continue
-        for namespace in {kind.login_namespace for kind in registry.kinds(instance.engine).values()} - {None}:
-            key = (instance.engine, server_address(instance.host), instance.port, namespace, instance.admin_user)
-            claims.setdefault(key, (stack_display, f"devstack:workspace.shared.{name}.adminUser", name, None))
+        for kind in registry.kinds(instance.engine).values():
+            if kind.logins:
+                claims.setdefault(kind.object_named(instance.host, instance.port, instance.admin_user),
+                                  (stack_display, f"devstack:workspace.shared.{name}.adminUser", name, None))
     return claims
 
 

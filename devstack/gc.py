@@ -16,6 +16,7 @@ from devstack.ledger import Filters, GcError, GcItem, GcReport, Tracked, drop_da
 from devstack.scan import Found, scan
 from providers import errors as perr
 from providers import registry
+from providers.base import marked_stack
 from providers.identity import Identity
 from providers.instances import SharedInstance, instances_from_config
 
@@ -65,10 +66,10 @@ def _item(f: Found, reason: str) -> GcItem:
 
 def _elsewhere(marked: str, mark: str) -> str:
     """Why a marker's workspace `marked` is not this one's (`mark`, see marker_workspace)."""
-    stack, _, salt = marked.partition("@")
-    if stack != mark.partition("@")[0]:
+    stack, digest = marked_stack(marked)
+    if stack != marked_stack(mark)[0]:
         return f"marked for workspace {marked!r}"
-    if not salt:
+    if not digest:
         return (f"marked with the bare stack name {stack!r} (as before markers named their ledger): any clone's "
                 f"stack of that name may use it, so gc leaves it; drop it by hand if it is this workspace's")
     return f"marked for another ledger's stack {stack!r} ({marked}; this one marks {mark}): another clone's, say"
@@ -84,7 +85,7 @@ def reconcile(
     they named the ledger) is this workspace's only while its ledger holds it: outside, it may be
     another clone's stack of that name.
     """
-    ours = {mark, mark.partition("@")[0]}
+    ours = {mark, marked_stack(mark)[0]}
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
     found, scanned, errors = _scan_all(sorted(instances, key=lambda i: i.name), filters)
     in_scope = [t for t in tracked if filters.matches(t.ident) and t.ident.instance in scanned]

@@ -144,15 +144,22 @@ class KindProvider(ResourceProvider):
         """
         raise NotImplementedError
 
+    #: Where the engine keeps this kind's objects, when kinds share it (PostgreSQL roles and users are
+    #: one namespace); None: the kind's own.
+    namespace: ClassVar[str | None] = None
+    #: Whether this kind's objects are logins, in the namespace where the instance's admin user is one too.
+    logins: ClassVar[bool] = False
+
     @classmethod
     def engine_object(cls, host: str, port: int, name: str, owner: str) -> tuple[str, str, int, str, str]:
         """What declaration `name` names in the engine at host:port, the same for every spelling of one
         server (`localhost`, `127.0.0.1`) and of one engine name (`shop-x`, `shop_x`)."""
-        return (cls.engine, server_address(host), port, cls.kind, cls.engine_name(name, owner))
+        return cls.object_named(host, port, cls.engine_name(name, owner))
 
-    #: The engine_object namespace of the logins this kind makes, which the instance's admin user is in
-    #: too; None when it makes none.
-    login_namespace: ClassVar[str | None] = None
+    @classmethod
+    def object_named(cls, host: str, port: int, engine_name: str) -> tuple[str, str, int, str, str]:
+        """The engine object of this kind called `engine_name` at host:port (see engine_object)."""
+        return (cls.engine, server_address(host), port, cls.namespace or cls.kind, engine_name)
 
     @classmethod
     def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
@@ -501,6 +508,12 @@ def marker_workspace(stack: str, ledger_salt: str | None) -> str:
     if not ledger_salt:
         return stack
     return f"{stack}@{hashlib.sha256(ledger_salt.encode()).hexdigest()[:12]}"
+
+
+def marked_stack(workspace: str) -> tuple[str, str]:
+    """(stack, ledger digest) of a marker's workspace as marker_workspace writes it; "" for a bare name."""
+    stack, _, digest = workspace.partition("@")
+    return stack, digest
 
 
 def ownership_marker(ident: Identity, stack: str) -> str:

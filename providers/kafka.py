@@ -742,7 +742,7 @@ class Acl(KafkaKind):
     """
 
     kind = "acl"
-    login_namespace = "acl"
+    logins = True
     marker_kind = "acl"
     Spec = AclSpec
     attributes = ("host", "port", "user", "password", "principal", "prefix")

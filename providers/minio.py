@@ -259,7 +259,7 @@ class AccessKey(s3.GuardedKind):
 
     engine = ENGINE
     kind = "access_key"
-    login_namespace = "access_key"
+    logins = True
     Spec = AccessKeySpec
     # The project's own buckets first: one still being made (not yet tagged) would look foreign.
     after_kinds = ("bucket",)

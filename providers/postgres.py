@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker, server_address
+from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
 from providers.credentials import Rotation, login_password, password_for
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
@@ -41,7 +41,7 @@ _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 _EXTENSION = re.compile(r"[a-z0-9_][a-z0-9_-]*")
 # Any constant shared by all devstack processes; it only has to be stable.
 DDL_LOCK_KEY = 0x6465767374616B  # "devstak"
-#: What validation calls the namespace roles, users and databases' login roles share.
+#: The namespace roles, users and databases' login roles share (KindProvider.namespace).
 ROLE_NAMESPACE = "role"
 #: The marker kind of a project's own login role (written by `database`, no "kind" key).
 PROJECT_ROLE = "database"
@@ -371,7 +371,6 @@ class Database(KindProvider):
 
     engine = ENGINE
     kind = "database"
-    login_namespace = ROLE_NAMESPACE
     Spec = DatabaseSpec
     login_per_owner = True  # every database of a project owns (and logs in as) the project's role
     create_only = frozenset({"encoding", "locale"})
@@ -385,7 +384,7 @@ class Database(KindProvider):
 
     @classmethod
     def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
-        return ((ENGINE, server_address(host), port, ROLE_NAMESPACE, tenant_role(owner)),)
+        return (Role.object_named(host, port, tenant_role(owner)),)
 
     def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
         assert isinstance(spec, DatabaseSpec)
@@ -680,16 +679,13 @@ class _ProjectRoleKind(KindProvider):
     """What `role` and `user` share: the `<owner>_<name>` namespace, the kind marker, the release on drop."""
 
     engine = ENGINE
-    login_namespace = ROLE_NAMESPACE
+    # Roles and users are one PostgreSQL namespace: a role and a user of one name are one object.
+    namespace = ROLE_NAMESPACE
+    logins = True
 
     @classmethod
     def engine_name(cls, name: str, owner: str) -> str:
         return namespaced_role(name, owner)
-
-    @classmethod
-    def engine_object(cls, host: str, port: int, name: str, owner: str) -> tuple[str, str, int, str, str]:
-        # Roles and users are one PostgreSQL namespace: a role and a user of one name are one object.
-        return (ENGINE, server_address(host), port, ROLE_NAMESPACE, cls.engine_name(name, owner))
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         with admin_connection(instance) as conn, ddl_lock(conn, shared=True):

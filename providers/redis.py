@@ -373,7 +373,7 @@ class AclUser(KindProvider):
 
     engine = ENGINE
     kind = "acl_user"
-    login_namespace = "acl_user"
+    logins = True
     Spec = AclUserSpec
     attributes = ("host", "port", "user", "password", "keyPrefix")
     secret_outputs = ("password",)
