@@ -359,6 +359,9 @@ def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: 
 
 def _check_clashes(decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:
     """Pairs of one kind on one instance that the engine cannot hold side by side (each kind's `clash`)."""
+    declared: dict[str, dict[tuple[str, str], dict]] = {}
+    for _, decl in decls:
+        declared.setdefault(decl.uses, {})[(decl.kind, decl.name or owner)] = decl.params
     for n, (i, decl) in enumerate(decls):
         engine = workspace.shared[decl.uses].engine
         if engine not in registry.engines():
@@ -366,7 +369,8 @@ def _check_clashes(decls, owner: str, workspace: WorkspaceConfig, report: _Repor
         provider = registry.kinds(engine)[decl.kind]
         for _, other in decls[:n]:
             if (other.uses, other.kind) == (decl.uses, decl.kind):
-                clash = provider.clash(decl.name or owner, decl.params, other.name or owner, other.params, owner)
+                clash = provider.clash(decl.name or owner, decl.params, other.name or owner, other.params, owner,
+                                       declared[decl.uses])
                 if clash is not None:
                     report.add(("resources", i, *clash[0].split(".")), clash[1])
                     break

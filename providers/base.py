@@ -169,9 +169,11 @@ class KindProvider(ResourceProvider):
 
     @classmethod
     def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
-              owner: str) -> tuple[str, str] | None:
+              owner: str, declared: Mapping[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
         """(field, why) when declaration `name` cannot exist beside `other`, of the same kind on the same
-        instance, for a reason beyond their engine names (NATS streams sharing a subject); else None."""
+        instance, for a reason beyond their engine names (NATS streams sharing a subject); else None.
+        `declared`: the params of the project's declarations on that instance by (kind, name), for a
+        clash that depends on what both reference (two consumers of one work-queue stream)."""
         return None
 
     @classmethod

@@ -509,7 +509,7 @@ class Topic(KafkaKind):
 
     @classmethod
     def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
-              owner: str) -> tuple[str, str] | None:
+              owner: str, declared: Mapping[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
         mine, theirs = kafka_name(name, owner), kafka_name(other, owner)
         if mine != theirs and mine.replace(".", "_") == theirs.replace(".", "_"):
             return ("name", f"topics {mine!r} and {theirs!r} differ only in '.' against '_', which Kafka refuses "

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, Mapping, TypeVar
 
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -443,7 +443,7 @@ class Stream(NatsKind):
 
     @classmethod
     def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
-              owner: str) -> tuple[str, str] | None:
+              owner: str, declared: Mapping[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
         mine = cls.normalized_params(params, name, owner)["subjects"]
         theirs = cls.normalized_params(other_params, other, owner)["subjects"]
         for subject, taken in ((s, t) for s in mine for t in theirs if subjects_overlap(s, t)):
@@ -641,6 +641,28 @@ class Consumer(NatsKind):
         return ("params.filterSubject",
                 f"{filter_subject!r} is outside the subjects of stream {target!r} ({', '.join(subjects)}), so the "
                 f"consumer would get nothing (filter inside them, or add it to the stream's params.subjects)")
+
+    @classmethod
+    def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
+              owner: str, declared: Mapping[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
+        # A work queue hands each message to one consumer, so the server refuses a second consumer
+        # whose filter overlaps the first's (no filter overlaps every filter).
+        stream_decl = params.get("stream")
+        if stream_decl != other_params.get("stream") or ("stream", stream_decl) not in declared:
+            return None
+        try:
+            stream = Stream.normalized_params(declared[("stream", stream_decl)], stream_decl, owner)
+            mine = ConsumerSpec.model_validate(params).filter_subject
+            theirs = ConsumerSpec.model_validate(other_params).filter_subject
+        except ValidationError:
+            return None  # a problem of the declarations themselves, reported on them
+        if stream["retention"] != "workqueue" or (mine and theirs and not subjects_overlap(mine, theirs)):
+            return None
+        return ("params.filterSubject",
+                f"{'unset' if mine is None else repr(mine)} overlaps consumer {other!r}'s "
+                f"({'unset' if theirs is None else repr(theirs)}) on stream {stream_decl!r}, whose retention is "
+                f"workqueue: NATS gives each of its subjects to one consumer (give each consumer a filter of "
+                f"its own subjects)")
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name = self.engine_name(ident.name, ident.owner)

@@ -308,6 +308,24 @@ def test_a_work_queue_takes_explicit_acks_only_as_validation_says(owner, js, ack
         js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name="w", ack_policy=ack)))
 
 
+@pytest.mark.parametrize("retention", ["workqueue", "limits"])
+@pytest.mark.parametrize("pair", [(None, None), (None, "{o}.a"), ("{o}.a", "{o}.*"), ("{o}.a.>", "{o}.*.b"),
+                                  ("{o}.a", "{o}.b")])
+def test_consumers_of_one_stream_clash_where_the_server_refuses_the_second(owner, js, retention, pair):
+    first, second = ({"stream": "orders", **({"filterSubject": s.format(o=owner)} if s else {})} for s in pair)
+    declared = {("stream", "orders"): {"retention": retention}, ("consumer", "a"): first, ("consumer", "b"): second}
+    clash = Consumer.clash("b", second, "a", first, owner, declared)
+    js(lambda j: j.add_stream(name=owner, subjects=[f"{owner}.>"], retention=retention))
+    js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name="a", filter_subject=first.get("filterSubject"))))
+    try:
+        js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name="b", filter_subject=second.get("filterSubject"))))
+    except nats.js.errors.APIError as err:
+        assert "workqueue" in str(err) and clash is not None and clash[0] == "params.filterSubject"
+    else:
+        assert clash is None
+    assert Consumer.clash("b", {**second, "stream": "other"}, "a", first, owner, declared) is None
+
+
 def test_stream_name_too_long_is_invalid(owner):
     with pytest.raises(InvalidSpec, match="at most 255 characters"):
         Stream.engine_name("x" * 260, owner)

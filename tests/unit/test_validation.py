@@ -190,6 +190,11 @@ PROVIDER_RULES = [
     (HEADER + "resources:\n  - {uses: events, kind: stream, params: {retention: workqueue}}\n  - uses: events\n"
               "    kind: consumer\n    name: c\n    params:\n      stream: shop\n      ackPolicy: all  # <-\n",
      "resources[1].params.ackPolicy", "must be explicit on stream 'shop', whose retention is workqueue"),
+    (HEADER + "resources:\n  - {uses: events, kind: stream, params: {retention: workqueue}}\n"
+              "  - {uses: events, kind: consumer, name: a, params: {stream: shop, filterSubject: shop.a.>}}\n"
+              "  - uses: events\n    kind: consumer\n    name: b\n    params:\n      stream: shop\n"
+              "      filterSubject: shop.*.x  # <-\n",
+     "resources[2].params.filterSubject", "'shop.*.x' overlaps consumer 'a''s ('shop.a.>') on stream 'shop'"),
     (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
               f"    params:\n      stream: shop\n      description: {'é' * 2049}  # <-\n",
      "resources[1].params.description", "is at most 4096 bytes"),
