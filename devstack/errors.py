@@ -22,6 +22,8 @@ class DevstackError(Exception):
     """Base of every error the `devstack` API raises on purpose."""
 
     exit_code = 1
+    #: What the operation had done before it stopped (its report, as `--json` prints it); None: nothing.
+    done = None
 
     def __init__(self, verb: str, what: str, cause: str, hint: str = "") -> None:
         self.verb, self.what, self.cause, self.hint = verb, what, cause, hint

@@ -531,6 +531,37 @@ def _require_confirmation(confirm: Confirm | None, text: str) -> None:
         raise Aborted("drop", "data", "not confirmed; nothing was changed", "confirm, or pass --yes")
 
 
+def _stopped(err: DevstackError, done: _Model) -> DevstackError:
+    """`err`, carrying the report of what was done before it (printed with --json)."""
+    err.done = done.model_copy(update={"error": str(err)})
+    return err
+
+
+def file_backend_root(backend_url: str) -> Path | None:
+    """The directory of a file backend (`file:///path?options`); None for any other backend."""
+    if not backend_url.startswith("file://"):
+        return None
+    return Path(backend_url.removeprefix("file://").split("?", 1)[0])
+
+
+def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
+    """Raise (nothing changed) when another run holds the stack's lock, before any data is dropped:
+    the ledger edit after the drops would fail on it. Only a file backend's locks can be seen from here;
+    on others the edit's own failure says what was dropped."""
+    root = file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""))
+    short = stack.name.rsplit("/", 1)[-1]
+    locks = sorted((root / ".pulumi" / "locks").glob(f"*/devstack/{short}/*.json")) if root else []
+    if locks:
+        try:
+            held = json.loads(locks[0].read_text())
+            by = f"pid {held.get('pid')} of {held.get('username')}@{held.get('hostname')}, since {held.get('timestamp')}"
+        except (OSError, ValueError, AttributeError):
+            by = f"lock file {locks[0]}"
+        raise EngineError(verb, what, f"the stack is locked by another pulumi run ({by})",
+                          f"nothing was dropped; wait for that run to end, or if none is running, "
+                          f"`pulumi cancel --stack {short}`")
+
+
 # --- rm -------------------------------------------------------------------------------
 
 
@@ -542,6 +573,7 @@ class Removal(_Model):
     untracked: bool = Field(description="removed from the ledger (pulumi state delete)")
     data_dropped: bool = Field(description="the engine's data was dropped (only with purge_data)")
     already_gone: bool = Field(description="purge_data found nothing to drop in the engine")
+    error: str | None = Field(default=None, description="why it stopped part-way (the other fields say what it did)")
 
 
 def _state_delete(stack: auto.Stack, urns: list[str]) -> None:
@@ -585,13 +617,23 @@ def remove_resource(
         before(Resource.of(target))
     dropped = gone = False
     if purge_data:
+        _refuse_when_locked(stack, "drop the data of", str(target.ident))
         _require_confirmation(confirm, f"drop the data of {target.ident} in {target.ident.engine} "
                                        f"instance {target.ident.instance!r}")
         dropped = drop_data(stack_config(stack), target.ident, target.props)
         gone = not dropped
-    _state_delete(stack, [target.urn])
-    return Removal(workspace=stack.name, resource=Resource.of(target), untracked=True,
+    done = Removal(workspace=stack.name, resource=Resource.of(target), untracked=False,
                    data_dropped=dropped, already_gone=gone)
+    try:
+        _state_delete(stack, [target.urn])
+    except EngineError as err:
+        if not dropped:
+            raise
+        raise _stopped(EngineError(err.verb, err.what, err.cause,
+                                   f"its data was dropped, and the ledger still lists it: once the stack is "
+                                   f"free, run this again (it finds the data gone) or `pulumi refresh`"),
+                       done) from err
+    return done.model_copy(update={"untracked": True})
 
 
 # --- destroy --------------------------------------------------------------------------
@@ -604,6 +646,7 @@ class Destruction(_Model):
     untracked: list[str] = Field(description="ids of the tenant resources removed from the ledger")
     dropped: list[str] = Field(description="ids whose data was dropped (only with purge_data)")
     already_gone: list[str] = Field(description="ids purge_data found nothing to drop for")
+    error: str | None = Field(default=None, description="why it stopped part-way (the other fields say what it did)")
 
 
 def drop_order(tracked: list[Tracked]) -> list[Tracked]:
@@ -629,7 +672,13 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
     """
     tracked = tracked_resources(stack)
     dropped, gone = [], []
+
+    def done(untracked: bool = False) -> Destruction:
+        return Destruction(workspace=stack.name, untracked=[str(t.ident) for t in tracked] if untracked else [],
+                           dropped=dropped, already_gone=gone)
+
     if purge_data and tracked:
+        _refuse_when_locked(stack, "drop the data of", f"workspace {stack.name!r}")
         _require_confirmation(confirm, f"drop the data of {len(tracked)} resources of workspace {stack.name!r}: "
                                        + ", ".join(str(t.ident) for t in tracked))
         config = stack_config(stack)
@@ -640,15 +689,24 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
                 if not dropped:
                     raise
                 # Say what already happened: a rerun finds those gone, and stops here again until refreshed.
-                raise type(err)(err.verb, err.what, err.cause,
-                                f"{err.hint}; {len(dropped)} resource(s) before it were dropped, the ledger is "
-                                "unchanged: `pulumi refresh`, then destroy again") from err
-    _state_delete(stack, [t.urn for t in tracked])
+                raise _stopped(type(err)(err.verb, err.what, err.cause,
+                                         f"{err.hint}; {len(dropped)} resource(s) before it were dropped, the "
+                                         "ledger is unchanged: `pulumi refresh`, then destroy again"),
+                               done()) from err
+    try:
+        _state_delete(stack, [t.urn for t in tracked])
+    except EngineError as err:
+        if not dropped:
+            raise
+        raise _stopped(EngineError(err.verb, err.what, err.cause,
+                                   f"the data of {len(dropped)} resource(s) was dropped, and the ledger still "
+                                   "lists them: once the stack is free, `pulumi refresh`, then destroy again"),
+                       done()) from err
     try:
         stack.destroy()
     except auto.errors.CommandError as err:
-        raise EngineError("destroy", f"stack {stack.name!r}", cli_error(err)) from err
-    return Destruction(workspace=stack.name, untracked=[str(t.ident) for t in tracked], dropped=dropped, already_gone=gone)
+        raise _stopped(EngineError("destroy", f"stack {stack.name!r}", cli_error(err)), done(untracked=True)) from err
+    return done(untracked=True)
 
 
 # --- recover ----------------------------------------------------------------------------
@@ -671,9 +729,10 @@ def torn_metadata(backend_url: str, workspace: str) -> list[Path]:
     with "failed to load checkpoint: EOF". Without the file the backend uses
     defaults, so removing an empty one loses nothing.
     """
-    if not backend_url.startswith("file://"):
+    root = file_backend_root(backend_url)
+    if root is None:
         return []
-    stacks = Path(backend_url.removeprefix("file://").split("?", 1)[0]) / ".pulumi" / "stacks" / "devstack"
+    stacks = root / ".pulumi" / "stacks" / "devstack"
     return [path for path in sorted(stacks.glob(f"{workspace}.json*.attrs")) if path.stat().st_size == 0]
 
 

@@ -72,6 +72,8 @@ def guarded(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
         try:
             return action(args)
         except DevstackError as err:
+            if err.done is not None and getattr(args, "json", False):
+                emit_json(err.done)  # stopped part-way: a script still learns what was done
             for problem in getattr(err, "problems", []):  # a refused file edit: preview's messages
                 print(f"error: {problem}", file=sys.stderr)
             print(err, file=sys.stderr)

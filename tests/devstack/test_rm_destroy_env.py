@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from pathlib import Path
 
 import nats
 import psycopg
@@ -18,7 +19,7 @@ import yaml
 import redis as redis_py
 from psycopg import sql
 
-from devstack.errors import Aborted, InvalidQuery
+from devstack.errors import Aborted, EngineError, InvalidQuery
 from tests.devstack.conftest import PG_PORT, Sandbox, make_env, token
 
 ENGINES = ("pg", "cache", "events")
@@ -240,6 +241,43 @@ def test_destroy_purge_data_drops_everything_after_confirmation(sandbox, admin, 
     with pg(admin) as conn:
         assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (db_a,)).fetchone() is None
     assert sandbox.cli_json("resource", "list", "-w", "purge")["total"] == 0
+
+
+def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(sandbox, admin, local_shared, names,
+                                                                             validator):
+    """Another run holds the stack's lock: rm and destroy --purge-data refuse before any drop (the ledger
+    edit after them would fail). An engine down half-way: the JSON report lists the drops before it."""
+    from tests.devstack_imperative.conftest import closed_port
+
+    a, _ = names
+    stack = configure_stack(sandbox, "half", local_shared, admin, [project_a(sandbox, a)])
+    stack.up()
+    db_a = a.replace("-", "_")
+    locks = Path(sandbox.env["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "locks"
+    lock = locks / "organization" / "devstack" / "half" / "held.json"
+    lock.parent.mkdir(parents=True, exist_ok=True)  # the backend keeps the directory between runs
+    lock.write_text(json.dumps({"pid": 4242, "username": "u", "hostname": "h", "timestamp": "2026-11-30T10:00:00Z"}))
+    for verb in (("resource", "rm", a, "--kind", "acl_user"), ("destroy",)):
+        refused = sandbox.cli(*verb, "--purge-data", "--yes", "--json", "-w", "half")
+        assert refused.returncode == EngineError.exit_code, refused.stderr
+        assert "the stack is locked by another pulumi run (pid 4242 of u@h" in refused.stderr
+        assert "nothing was dropped" in refused.stderr and refused.stdout == ""
+        assert database_exists(admin, db_a) and acl_user_exists(admin, local_shared, a)
+    lock.unlink()
+
+    # Redis is down: the drops before it (the database's among them) are in the report; the ledger stayed.
+    down = {k: v for k, v in local_shared.items() if k in ENGINES}
+    down["cache"] = {**down["cache"], "port": closed_port()}
+    stack.set_config("devstack:workspace", _json({"name": "half", "shared": down, "projects": [f"{a}/devstack.yaml"]}))
+    stopped = sandbox.cli("destroy", "--purge-data", "--yes", "--json", "-w", "half")
+    assert stopped.returncode == EngineError.exit_code, stopped.stderr
+    report = json.loads(stopped.stdout)
+    validator("destroy.schema.json", report)
+    assert f"postgres/pg/database/{a}@{a}" in report["dropped"] and report["untracked"] == []
+    assert f"redis/cache/acl_user/{a}@{a}" not in report["dropped"] + report["already_gone"]
+    assert f"127.0.0.1:{down['cache']['port']}" in report["error"] and report["error"] in stopped.stderr
+    assert not database_exists(admin, db_a) and acl_user_exists(admin, local_shared, a)
+    assert sandbox.cli_json("resource", "list", "-w", "half")["total"] == 4
 
 
 def test_env_warns_while_the_last_up_failed(sandbox, admin, local_shared, names):
