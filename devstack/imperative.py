@@ -116,7 +116,7 @@ class Workspace:
         """Read the workspace config of `stack`; InvalidQuery when it is missing or malformed."""
         values = ledger.stack_config(stack)
         if "devstack:workspace" not in values:
-            display = stack_config_file(Path(stack.workspace.work_dir), stack.name)
+            display = stack_config_file(Path(stack.workspace.work_dir), ledger.short_name(stack))
             raise NotFound("read", f"the workspace of stack {stack.name!r}", "no devstack:workspace in its config",
                            f"set it in {display}")
         try:
@@ -197,7 +197,7 @@ class Workspace:
                     shutil.copyfile(self.root / other, scratch / other)
             (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
             (scratch / relative).write_text(text, encoding="utf-8")
-            display = stack_config_file(self.root, self.stack.name)
+            display = stack_config_file(self.root, ledger.short_name(self.stack))
             keys = self.config_keys if self.config_keys is not None else set(ledger.stack_config(self.stack))
             try:
                 validate(self.raw, scratch, load_yaml_if_usable(self.root / display, display), display,
@@ -258,15 +258,15 @@ class Target:
 
     def urns(self) -> list[str]:
         """The resource's URN, then its Stack/Workspace/Project ancestors (outermost last)."""
-        stack = self.workspace.stack
-        prefix = f"urn:pulumi:{stack.name}::{stack.workspace.project_settings().name}::"
+        stack, name = self.workspace.stack, ledger.short_name(self.workspace.stack)
+        prefix = f"urn:pulumi:{name}::{stack.workspace.project_settings().name}::"
         workspace, project = "devstack:index:Workspace", "devstack:index:Project"
         resource_type = f"{workspace}${project}$pulumi-python:dynamic/{self.instance.engine}:{self.kind}"
         return [
             f"{prefix}{resource_type}::{self.project.name}/{self.key}",
             f"{prefix}{workspace}${project}::{self.project.name}",
             f"{prefix}{workspace}::{self.workspace.config.name}",
-            f"{prefix}pulumi:pulumi:Stack::{stack.workspace.project_settings().name}-{stack.name}",
+            f"{prefix}pulumi:pulumi:Stack::{stack.workspace.project_settings().name}-{name}",
         ]
 
     def targets(self) -> tuple[list[str], bool]:
@@ -409,8 +409,8 @@ def _cli_error(verb: str, what: str, err: auto.errors.CommandError) -> EngineErr
         if raised:
             kind, cause = raised[-1].groups()
             return (IdentityConflict if kind.endswith("Conflict") else EngineError)(verb, what, cause)
-    first = [line.strip() for line in text.splitlines() if line.strip().startswith("error:")]
-    return EngineError(verb, what, (first or ["pulumi failed (run `pulumi preview` for details)"])[0].removeprefix("error: "))
+    # No diagnostics: the CLI stopped before any resource (a held lock, a bad backend), on stderr.
+    return EngineError(verb, what, ledger.cli_error(err).removeprefix("error: "))
 
 
 Plan = tuple[list[str], bool]  # the URNs to target, and whether their dependents come along
@@ -687,7 +687,11 @@ def _open(args: argparse.Namespace) -> Workspace:
 def _target(args: argparse.Namespace, ws: Workspace) -> Target:
     picked = getattr(args, "engine", None)  # `resource create ENGINE`, or `s3 --engine`
     engines = (picked,) if picked else args.engines
-    name = args.name.removeprefix("s3://").rstrip("/") if args.name else None
+    name = args.name.removeprefix("s3://").rstrip("/") if args.name is not None else None
+    if name == "":
+        # An unset shell variable must not turn into the project's own resource (and, with --purge-data, drop it).
+        raise InvalidQuery("resolve", f"NAME {args.name!r}", "it is empty",
+                           "give the resource's name, or leave NAME out for the project's own resource")
     return resolve(ws, engines, args.kind, name, args.project, args.instance)
 
 

@@ -147,6 +147,11 @@ def open_stack(
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]+):[^@\s]+@|([?&]password=)[^&\s]+")
 
 
+def short_name(stack: auto.Stack) -> str:
+    """The stack's own name, `local` for `organization/local` too: URNs and `Pulumi.<stack>.yaml` use it."""
+    return stack.name.rsplit("/", 1)[-1]
+
+
 def hide_passwords(text: str) -> str:
     """`text` with the password of every backend URL in it replaced by ***."""
     return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:***@" if m.group(1) else f"{m.group(2)}***", text)
@@ -487,7 +492,7 @@ def stack_config(stack: auto.Stack) -> dict[str, Any]:
     except auto.errors.CommandError as err:
         from components.yamlfile import stack_config_file
 
-        display = stack_config_file(Path(stack.workspace.work_dir), stack.name)
+        display = stack_config_file(Path(stack.workspace.work_dir), short_name(stack))
         raise EngineError("read the config of", f"stack {stack.name!r}", cli_error(err),
                           f"fix {display}, or the passphrase if it cannot be decrypted "
                           f"(PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE)") from err
@@ -549,7 +554,7 @@ def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
     the ledger edit after the drops would fail on it. Only a file backend's locks can be seen from here;
     on others the edit's own failure says what was dropped."""
     root = file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""))
-    short = stack.name.rsplit("/", 1)[-1]
+    short = short_name(stack)
     locks = sorted((root / ".pulumi" / "locks").glob(f"*/devstack/{short}/*.json")) if root else []
     if locks:
         try:
@@ -905,8 +910,8 @@ def collect_garbage(
     config = stack_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))
     # The program knows its stack by the short name (`local` of `organization/local`), as the config file is named.
-    short_name = stack.name.rsplit("/", 1)[-1]
-    mark = marker_workspace(short_name, encryption_salt(Path(stack.workspace.work_dir), short_name))
+    short = short_name(stack)
+    mark = marker_workspace(short, encryption_salt(Path(stack.workspace.work_dir), short))
     report = reconcile.reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
     if not (prune and report.orphans):
         return report

@@ -121,7 +121,9 @@ def test_postgres_round_trip_retains_adopts_and_purges(scratch):
     (["queue", "add", "q1", "--param", "nope=1"], "localstack queue does not accept param 'nope'"),
     (["topic", "add", "bad name"], "resources[1].name:"),
     (["db", "create", "d1", "--param", "rotation"], "cannot parse --param 'rotation': expected KEY=VALUE"),
-], ids=["unknown-kind", "bad-param-value", "unknown-param", "bad-name", "malformed-param"])
+    (["stream", "rm", "", "--purge-data"], "cannot resolve NAME '': it is empty"),
+    (["s3", "mb", "s3://"], "cannot resolve NAME 's3://': it is empty"),
+], ids=["unknown-kind", "bad-param-value", "unknown-param", "bad-name", "malformed-param", "empty-name", "empty-url"])
 def test_invalid_input_leaves_the_file_byte_identical(scratch, argv, message):
     original = scratch.file.read_bytes()
     code, out, err = scratch.verb(*argv)
@@ -261,3 +263,30 @@ def test_check_validates_with_the_config_keys_the_workspace_was_read_with(scratc
     with pytest.raises(imperative.InvalidDeclaration) as refused:
         without.check(relative, text, "a database")
     assert any(f"{secret_key} is not set" in problem for problem in refused.value.problems)
+
+
+def test_a_fully_qualified_workspace_names_the_same_stack(scratch):
+    """`-w organization/<stack>`, as `pulumi stack ls --all` prints it, targets what `-w <stack>` does."""
+    from devstack import cli
+    from tests.devstack_imperative.conftest import STACK
+
+    name = fresh_name()
+    where = ["--workspace", f"organization/{STACK}", "--work-dir", str(scratch.work), "--yes"]
+    assert cli.main(["stream", "add", name, *where]) == 0, scratch.capsys.readouterr().err
+    assert scratch.observe("nats", "stream", name) is not None
+    assert scratch.state_keys() == {f"events/stream/{name}"}
+    assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 0, scratch.capsys.readouterr().err
+    assert scratch.observe("nats", "stream", name) is None and scratch.state_keys() == set()
+
+
+def test_a_locked_stack_is_named_as_the_cause_and_the_file_is_kept(scratch, tmp_path):
+    """The CLI refuses before any diagnostic (on stderr only): the verb says why, not "run pulumi preview"."""
+    from tests.devstack_imperative.conftest import STACK
+
+    lock = tmp_path / "state" / ".pulumi" / "locks" / "organization" / "devstack" / STACK / "held.json"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text('{"pid": 4242, "username": "u", "hostname": "h", "timestamp": "2026-11-30T10:00:00Z"}')
+    original = scratch.file.read_bytes()
+    code, _, err = scratch.verb("db", "create", fresh_name())
+    assert code == 8 and "the stack is currently locked" in err and "pulumi preview" not in err, err
+    assert scratch.file.read_bytes() == original
