@@ -123,7 +123,8 @@ class Workspace:
             raw = parse_object(values["devstack:workspace"])
             config = WorkspaceConfig.model_validate(raw)
         except (ValidationError, ValueError) as err:
-            raise InvalidQuery("read", f"the workspace of stack {stack.name!r}", str(err).splitlines()[0],
+            found = ledger.workspace_problems(stack, values) or [str(err).splitlines()[0]]
+            raise InvalidQuery("read", f"the workspace of stack {stack.name!r}", "; ".join(found),
                                "`pulumi preview` lists every problem") from err
         return cls(stack=stack, root=Path(stack.workspace.work_dir), raw=raw, config=config,
                    config_keys=frozenset(values))

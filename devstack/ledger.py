@@ -498,6 +498,41 @@ def stack_config(stack: auto.Stack) -> dict[str, Any]:
                           f"(PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE)") from err
 
 
+def workspace_problems(stack: auto.Stack, config: Mapping[str, Any]) -> list[str]:
+    """The problems `pulumi preview` reports in the stack config's `devstack:workspace`, located in its file."""
+    from components.validation import WorkspaceInvalid, validate
+    from components.yamlfile import load_yaml_if_usable, stack_config_file
+    from providers.instances import parse_object
+
+    root = Path(stack.workspace.work_dir)
+    display = stack_config_file(root, short_name(stack))
+    try:
+        validate(parse_object(config.get("devstack:workspace")), root, load_yaml_if_usable(root / display, display),
+                 display)
+    except WorkspaceInvalid as invalid:
+        return [str(p) for p in invalid.problems if p.file == display]
+    except ValueError as err:  # not a JSON object at all
+        return [f"{display}: config.devstack:workspace: {err}"]
+    return []
+
+
+def instances_config(stack: auto.Stack) -> dict[str, Any]:
+    """The stack's config (`stack_config`), once its shared instances are known to be usable: the engine
+    calls build them from it. InvalidQuery (nothing done) naming the file, line and field otherwise."""
+    from pydantic import ValidationError
+
+    from providers.instances import instances_from_config
+
+    config = stack_config(stack)
+    try:
+        instances_from_config(config)
+    except (ValidationError, ValueError, AttributeError, TypeError) as err:
+        found = workspace_problems(stack, config) or [str(err).splitlines()[0]]
+        raise InvalidQuery("read", f"the workspace of stack {short_name(stack)!r}", "; ".join(found),
+                           "fix the stack config; nothing was changed") from None
+    return config
+
+
 def configured_provider(config: Mapping[str, Any], engine: str, kind: str):
     """The kind's provider, configured exactly as Pulumi configures it (admin secrets via configure)."""
     from pulumi.dynamic import Config, ConfigureRequest
@@ -625,7 +660,7 @@ def remove_resource(
         _refuse_when_locked(stack, "drop the data of", str(target.ident))
         _require_confirmation(confirm, f"drop the data of {target.ident} in {target.ident.engine} "
                                        f"instance {target.ident.instance!r}")
-        dropped = drop_data(stack_config(stack), target.ident, target.props)
+        dropped = drop_data(instances_config(stack), target.ident, target.props)
         gone = not dropped
     done = Removal(workspace=stack.name, resource=Resource.of(target), untracked=False,
                    data_dropped=dropped, already_gone=gone)
@@ -686,7 +721,7 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
         _refuse_when_locked(stack, "drop the data of", f"workspace {stack.name!r}")
         _require_confirmation(confirm, f"drop the data of {len(tracked)} resources of workspace {stack.name!r}: "
                                        + ", ".join(str(t.ident) for t in tracked))
-        config = stack_config(stack)
+        config = instances_config(stack)
         for t in drop_order(tracked):
             try:
                 (dropped if drop_data(config, t.ident, t.props) else gone).append(str(t.ident))
@@ -907,7 +942,7 @@ def collect_garbage(
     from providers.base import marker_workspace
 
     filters = validate_filters(engine, kind, project)
-    config = stack_config(stack)
+    config = instances_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))
     # The program knows its stack by the short name (`local` of `organization/local`), as the config file is named.
     short = short_name(stack)

@@ -139,3 +139,27 @@ def test_the_question_goes_to_stderr_so_a_json_report_stays_json(box):
     assert done.stdout.strip() == "" or json.loads(done.stdout)
     assert "Type 'yes'" not in done.stdout
     assert box.cli_json("resource", "list", "-w", "err") == before
+
+
+def test_a_malformed_instance_in_the_stack_config_is_named_not_a_traceback(tmp_path):
+    """gc, destroy --purge-data and the imperative verbs build engine clients from the shared instances:
+    a bad field there is bad input (exit 2) named by file, line and field, and nothing is dropped."""
+    from pulumi import automation as auto
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("bad", create=True)
+    rows = [{"engine": "redis", "instance": "cache", "kind": "acl_user", "name": "alpha", "owner": "alpha"}]
+    import_state(stack, synthetic_resources("bad", rows))
+    shared = {"cache": {"engine": "redis", "host": "127.0.0.1", "port": "abc", "adminUser": "default",
+                        "adminSecret": "cacheAdmin"}}
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({"name": "bad", "shared": shared, "projects": []})))
+    stack.set_config("devstack:cacheAdmin", auto.ConfigValue("x", secret=True))
+    for verb in (["resource", "gc"], ["destroy", "--purge-data", "--yes"], ["db", "create", "d1", "-p", "alpha", "--yes"]):
+        done = sandbox.cli(*verb, "-w", "bad")
+        assert done.returncode == InvalidQuery.exit_code and "Traceback" not in done.stderr, done.stderr
+        assert "Pulumi.bad.yaml:" in done.stderr and "config.devstack:workspace.shared.cache.port:" in done.stderr
+    assert box_ids(sandbox, "bad") == {"redis/cache/acl_user/alpha@alpha"}
+
+
+def box_ids(sandbox: Sandbox, workspace: str) -> set[str]:
+    return {r["id"] for r in sandbox.cli_json("resource", "list", "-w", workspace)["items"]}
