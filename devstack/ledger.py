@@ -123,6 +123,9 @@ def open_stack(
     `create`, which creates it), EngineError when the CLI cannot run.
     """
     work_dir = Path(work_dir)
+    if not work_dir.is_dir():
+        raise InvalidQuery("open", f"stack {workspace!r}", f"the work dir {work_dir} is not a directory",
+                           "--work-dir names the checkout: the directory of Pulumi.yaml and the program")
     variables = stack_env(backend_url, env)
     try:
         workspace_obj = auto.LocalWorkspace(
@@ -140,7 +143,9 @@ def open_stack(
             "run `pulumi up --stack <workspace>` first, or pass --workspace / --backend-url",
         ) from err
     except auto.errors.CommandError as err:
-        raise EngineError("open", f"stack {workspace!r}", cli_error(err)) from err
+        torn = torn_metadata(variables["PULUMI_BACKEND_URL"], workspace.rsplit("/", 1)[-1])
+        hint = f"an interrupted run left {torn[0]} empty: run `devstack recover -w {workspace}`" if torn else ""
+        raise EngineError("open", f"stack {workspace!r}", cli_error(err), hint) from err
 
 
 #: A password inside a backend URL: postgres://user:pass@host/db, or ...?user=u&password=pass.

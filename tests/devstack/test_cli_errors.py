@@ -163,3 +163,13 @@ def test_a_malformed_instance_in_the_stack_config_is_named_not_a_traceback(tmp_p
 
 def box_ids(sandbox: Sandbox, workspace: str) -> set[str]:
     return {r["id"] for r in sandbox.cli_json("resource", "list", "-w", workspace)["items"]}
+
+
+def test_a_work_dir_that_does_not_exist_is_bad_input(tmp_path, capsys):
+    from devstack import cli
+
+    missing = tmp_path / "no-such-checkout"
+    assert cli.main(["resource", "list", "--work-dir", str(missing)]) == InvalidQuery.exit_code
+    err = capsys.readouterr().err
+    assert f"the work dir {missing} is not a directory" in err and "Traceback" not in err
+    assert not missing.exists()  # nothing was made there

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -28,6 +29,7 @@ from pulumi import automation as auto
 from bench.memory import descendants
 from bench.sweep import sweep
 from devstack import ledger
+from devstack.errors import EngineError
 from tests.faults.conftest import MIX, changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
 from tools.pulumi_env import BIN_DIR
 
@@ -127,6 +129,9 @@ def test_recover_repairs_metadata_a_kill_left_empty(project_dir, offline_env, pu
         attrs.write_bytes(b"")  # what the kill leaves
         with pytest.raises(auto.errors.CommandError, match="failed to load checkpoint: EOF"):
             stack.preview()
+        # The devstack verbs name the file and the way out.
+        with pytest.raises(EngineError, match=re.escape(f"left {attrs} empty: run `devstack recover -w faults`")):
+            ledger.open_stack("faults", work_dir=project_dir, env=offline_env)
 
         recovery = ledger.recover("faults", work_dir=project_dir, env=offline_env)
         assert recovery.repaired == [str(attrs)] and recovery.pending_cleared == 0
