@@ -763,6 +763,7 @@ class Recovery(_Model):
     workspace: str
     repaired: list[str] = Field(description="zero-length metadata files of the file backend that were removed")
     pending_cleared: int = Field(description="operations the interrupted run left pending, now resolved")
+    error: str | None = Field(default=None, description="why it stopped part-way (the other fields say what it did)")
 
 
 def torn_metadata(backend_url: str, workspace: str) -> list[Path]:
@@ -801,11 +802,14 @@ def recover(
     stack = open_stack(workspace, backend_url, work_dir, env=env)
     pending = len(export_deployment(stack).get("pending_operations") or [])
     run_cli(stack, "cancel", "--yes")  # the killed run's lock; a no-op when there is none
+    done = Recovery(workspace=workspace, repaired=[str(p) for p in repaired], pending_cleared=0)
     try:
         stack.refresh(clear_pending_creates=True, run_program=True)
     except auto.errors.CommandError as err:
-        raise EngineError("refresh", f"stack {workspace!r}", cli_error(err)) from err
-    return Recovery(workspace=workspace, repaired=[str(p) for p in repaired], pending_cleared=pending)
+        raise _stopped(EngineError("refresh", f"stack {workspace!r}", cli_error(err),
+                                   "the stack is unlocked and its metadata repaired; once the cause is fixed, "
+                                   "run `devstack recover` again"), done) from err
+    return done.model_copy(update={"pending_cleared": pending})
 
 
 # --- env ------------------------------------------------------------------------------

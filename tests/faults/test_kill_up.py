@@ -140,3 +140,35 @@ def test_recover_repairs_metadata_a_kill_left_empty(project_dir, offline_env, pu
         assert len(tenants(checkpoint(offline_env, "faults"))) == len(MIX)
     finally:
         stack.destroy()
+
+
+def test_a_recover_whose_refresh_fails_says_what_it_did_and_converges_on_a_rerun(
+        project_dir, offline_env, pulumi_command, admin, shared, prefix, validator):
+    """Redis is down when the recovery refreshes: the error names it, the report carries the metadata
+    already repaired (so `--json` still tells a script), and a rerun once it is back finishes the job."""
+    from tests.devstack_imperative.conftest import closed_port
+
+    stack = new_stack(project_dir, offline_env, pulumi_command)
+    files = [write_project(project_dir, f"{prefix}-r", every_engine())]
+    configure(stack, files, shared, admin)
+    try:
+        stack.up()
+        down = {**shared, "cache": {**shared["cache"], "port": closed_port()}}
+        configure(stack, files, down, admin)
+        backend = Path(offline_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+        attrs = backend / ".pulumi" / "stacks" / "devstack" / "faults.json.attrs"
+        attrs.write_bytes(b"")
+        with pytest.raises(EngineError) as stopped:
+            ledger.recover("faults", work_dir=project_dir, env=offline_env)
+        assert f"127.0.0.1:{down['cache']['port']}" in str(stopped.value)
+        assert "run `devstack recover` again" in str(stopped.value)
+        report = stopped.value.done.as_json()
+        validator("recover.schema.json", report)
+        assert report["repaired"] == [str(attrs)] and report["error"] == str(stopped.value)
+        configure(stack, files, shared, admin)
+        again = ledger.recover("faults", work_dir=project_dir, env=offline_env)
+        assert again.repaired == [] and again.error is None
+        assert changes(stack.preview()) == {}
+    finally:
+        configure(stack, files, shared, admin)
+        stack.destroy()
