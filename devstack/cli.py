@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 141
     except KeyboardInterrupt:
-        # Ctrl-C: the verb has put back whatever it had not applied; a traceback says nothing more.
+        # Ctrl-C: a verb puts back a file edit it had not applied (drops already made stay made); a traceback says nothing more.
         print("devstack: interrupted", file=sys.stderr)
         return 130
 
