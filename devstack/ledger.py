@@ -106,6 +106,10 @@ def _project_settings(work_dir: Path) -> auto.ProjectSettings | None:
     )
 
 
+#: A stack name as the CLI takes it: `local`, `organization/local`, `organization/devstack/local`.
+STACK_NAME = re.compile(r"(?:(?!\.+/)[A-Za-z0-9_.-]+/){0,2}(?!\.+$)[A-Za-z0-9_.-]+")
+
+
 def open_stack(
     workspace: str = "local",
     backend_url: str | None = None,
@@ -122,6 +126,10 @@ def open_stack(
     Raises NotFound when the stack does not exist in the backend (unless
     `create`, which creates it), EngineError when the CLI cannot run.
     """
+    if not STACK_NAME.fullmatch(workspace):
+        raise InvalidQuery("open", f"stack {workspace!r}", "it is not a stack name",
+                           "name the workspace's stack: letters, digits, '-', '_' and '.', as `pulumi stack ls` "
+                           "lists it (optionally organization/[project/])")
     work_dir = Path(work_dir)
     if not work_dir.is_dir():
         raise InvalidQuery("open", f"stack {workspace!r}", f"the work dir {work_dir} is not a directory",

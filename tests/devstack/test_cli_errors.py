@@ -40,6 +40,9 @@ def box(tmp_path_factory) -> Sandbox:
     pytest.param(["resource", "show"], 2, "the following arguments are required: name", id="missing-argument"),
     pytest.param(["resource", "gc", "-w", "err"], InvalidQuery.exit_code, "so there is nothing to scan", id="gc-no-config"),
     pytest.param(["resource", "list", "-w", "nosuch"], NotFound.exit_code, "cannot open stack 'nosuch'", id="unknown-workspace"),
+    pytest.param(["resource", "list", "-w", ""], InvalidQuery.exit_code, "cannot open stack '': it is not a stack name", id="empty-workspace"),
+    pytest.param(["destroy", "-w", "a b"], InvalidQuery.exit_code, "cannot open stack 'a b': it is not a stack name", id="bad-workspace"),
+    pytest.param(["resource", "gc", "-w", "../x"], InvalidQuery.exit_code, "cannot open stack '../x': it is not a stack name", id="path-workspace"),
     pytest.param(["env", "alpha", "api"], NotFound.exit_code, "workspace 'err' has no project 'alpha'", id="env-no-outputs"),
 ])
 def test_bad_input_exit_code_and_message(box, args, code, message):
