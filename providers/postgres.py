@@ -185,10 +185,14 @@ class RoleRow:
     #: (name, marker) of each role that is a member of it, so inherits what it may do (the admin and
     #: superusers left out).
     members: tuple[tuple[str, str | None], ...] = ()
+    #: (name, marker) of each role it is a member of (member_of with markers): what it inherits.
+    groups: tuple[tuple[str, str | None], ...] = ()
 
     def breached(self, owner: str) -> bool:
-        """Whether it reaches past project `owner`: a server-wide power, or a member from outside the project."""
-        return bool(self.powers) or any(marker_owner(comment) != owner for _, comment in self.members)
+        """Whether it reaches past project `owner`: a server-wide power, a member from outside the project,
+        or membership of a role from outside it (another project's, or a predefined one such as
+        pg_read_server_files, which reads any file the server can)."""
+        return bool(self.powers) or any(marker_owner(comment) != owner for _, comment in self.members + self.groups)
 
     @property
     def owner(self) -> str | None:
@@ -212,7 +216,8 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
     row = conn.execute(
         """
         SELECT r.rolcanlogin, r.rolinherit, r.rolconnlimit, shobj_description(r.oid, 'pg_authid'),
-               ARRAY(SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+               ARRAY(SELECT json_build_array(g.rolname, shobj_description(g.oid, 'pg_authid'))::text
+                     FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
                      WHERE m.member = r.oid ORDER BY 1),
                ARRAY_REMOVE(ARRAY[CASE WHEN r.rolsuper THEN 'SUPERUSER' END, CASE WHEN r.rolcreatedb THEN 'CREATEDB' END,
                                   CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END,
@@ -229,8 +234,10 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
     ).fetchone()
     if row is None:
         return None
+    groups = tuple(tuple(json.loads(group)) for group in row[4])
     members = tuple(tuple(json.loads(member)) for member in row[6])
-    return RoleRow(name, row[0], row[1], row[2], row[3], tuple(row[4]), tuple(row[5]), members)
+    return RoleRow(name, row[0], row[1], row[2], row[3], tuple(group for group, _ in groups), tuple(row[5]),
+                   members, groups)
 
 
 def _contain(conn: psycopg.Connection, row: RoleRow, owner: str) -> None:
@@ -241,6 +248,9 @@ def _contain(conn: psycopg.Connection, row: RoleRow, owner: str) -> None:
     for member, comment in row.members:
         if marker_owner(comment) != owner:
             conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(row.name), sql.Identifier(member)))
+    for group, comment in row.groups:
+        if marker_owner(comment) != owner:
+            conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), sql.Identifier(row.name)))
 
 
 def _password_literal(conn: psycopg.Connection, role: str, password: str) -> sql.Literal:

@@ -430,6 +430,40 @@ def test_reach_granted_outside_to_a_tenant_role_is_drift_and_taken_back(user, da
         admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(intruder)))
 
 
+def test_roles_from_outside_granted_to_tenant_roles_are_drift_and_taken_back(database, role, user, owner, admin_conn):
+    """A predefined role (pg_read_server_files: any file the server can read) or another project's role
+    granted to the project's login role or its group role: refresh reports `isolated: false`, the next
+    up revokes it, and the user, a member of the login role, can no longer read server files. A grant
+    between the project's own roles stays."""
+    db_inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    db = database.create(db_inputs).outs
+    role_inputs = role.check({}, props("postgres", "pg", "role", "readers", owner)).inputs
+    readers = role.create(role_inputs).outs
+    app = user.create(user.check({}, props("postgres", "pg", "user", "app", owner)).inputs).outs
+    other = f"{owner}x"  # another project's role
+    admin_conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(other)))
+    try:
+        admin_conn.execute(sql.SQL("GRANT pg_read_server_files, {} TO {}").format(sql.Identifier(other), sql.Identifier(owner)))
+        admin_conn.execute(sql.SQL("GRANT pg_execute_server_program TO {}").format(sql.Identifier(f"{owner}_readers")))
+        admin_conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(f"{owner}_readers"), sql.Identifier(owner)))
+        with connect(app) as conn:  # the user inherits it through the login role
+            conn.execute("CREATE TEMP TABLE leak (line text)")
+            assert conn.execute("COPY leak FROM '/etc/passwd'").rowcount > 0
+        refreshed_db, refreshed_role = database.read("id", db).outs, role.read("id", readers).outs
+        assert (refreshed_db["isolated"], refreshed_role["isolated"]) == (False, False)
+        assert database.diff("id", refreshed_db, db_inputs).changes and role.diff("id", refreshed_role, role_inputs).changes
+        database.update("id", refreshed_db, db_inputs)
+        role.update("id", refreshed_role, role_inputs)
+        assert database.read("id", db).outs["isolated"] is True and role.read("id", readers).outs["isolated"] is True
+        assert role_facts(admin_conn, owner)["member_of"] == [f"{owner}_readers"]
+        assert role_facts(admin_conn, f"{owner}_readers")["member_of"] == []
+        with connect(app) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE TEMP TABLE leak (line text)")
+            conn.execute("COPY leak FROM '/etc/passwd'")
+    finally:
+        admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(other)))
+
+
 def test_the_admin_or_a_superuser_as_a_member_is_no_breach(database, owner, admin_conn):
     """PostgreSQL 16 makes a non-superuser admin a member of every role it creates; a superuser reaches
     everything anyway. Neither is drift, and neither is revoked."""
