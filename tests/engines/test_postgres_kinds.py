@@ -403,6 +403,16 @@ def test_user_joins_project_role_and_reaches_the_project_database(user, database
         assert conn.execute("SELECT count(*) FROM events").fetchone() == (1,)
 
 
+def breach_is_drift_then_repaired(*resources: tuple) -> None:
+    """Each (provider, outs, inputs): refresh says `isolated: false`, diff sees a change, and an update
+    makes a later refresh say `isolated: true` again."""
+    for provider, outs, inputs in resources:
+        refreshed = provider.read("id", outs).outs
+        assert refreshed["isolated"] is False and provider.diff("id", refreshed, inputs).changes
+        provider.update("id", refreshed, inputs)
+        assert provider.read("id", outs).outs["isolated"] is True
+
+
 def test_reach_granted_outside_to_a_tenant_role_is_drift_and_taken_back(user, database, owner, admin_conn):
     """A server-wide power on a user, or a login from outside the project made a member of the project's
     role (so inheriting its database): refresh reports `isolated: false`, the next up takes it back,
@@ -416,12 +426,7 @@ def test_reach_granted_outside_to_a_tenant_role_is_drift_and_taken_back(user, da
     try:
         admin_conn.execute(sql.SQL("ALTER ROLE {} CREATEROLE").format(sql.Identifier(f"{owner}_app")))
         admin_conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(owner), sql.Identifier(intruder)))
-        refreshed_db, refreshed_app = database.read("id", db).outs, user.read("id", app).outs
-        assert (refreshed_db["isolated"], refreshed_app["isolated"]) == (False, False)
-        assert database.diff("id", refreshed_db, db_inputs).changes and user.diff("id", refreshed_app, inputs).changes
-        database.update("id", refreshed_db, db_inputs)
-        user.update("id", refreshed_app, inputs)
-        assert database.read("id", db).outs["isolated"] is True and user.read("id", app).outs["isolated"] is True
+        breach_is_drift_then_repaired((database, db, db_inputs), (user, app, inputs))
         assert role_facts(admin_conn, intruder)["member_of"] == []
         assert role_facts(admin_conn, f"{owner}_app")["member_of"] == [owner]
         assert admin_conn.execute("SELECT rolcreaterole FROM pg_roles WHERE rolname = %s",
@@ -449,12 +454,7 @@ def test_roles_from_outside_granted_to_tenant_roles_are_drift_and_taken_back(dat
         with connect(app) as conn:  # the user inherits it through the login role
             conn.execute("CREATE TEMP TABLE leak (line text)")
             assert conn.execute("COPY leak FROM '/etc/passwd'").rowcount > 0
-        refreshed_db, refreshed_role = database.read("id", db).outs, role.read("id", readers).outs
-        assert (refreshed_db["isolated"], refreshed_role["isolated"]) == (False, False)
-        assert database.diff("id", refreshed_db, db_inputs).changes and role.diff("id", refreshed_role, role_inputs).changes
-        database.update("id", refreshed_db, db_inputs)
-        role.update("id", refreshed_role, role_inputs)
-        assert database.read("id", db).outs["isolated"] is True and role.read("id", readers).outs["isolated"] is True
+        breach_is_drift_then_repaired((database, db, db_inputs), (role, readers, role_inputs))
         assert role_facts(admin_conn, owner)["member_of"] == [f"{owner}_readers"]
         assert role_facts(admin_conn, f"{owner}_readers")["member_of"] == []
         with connect(app) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
