@@ -786,8 +786,22 @@ def kv_params(config: StreamConfig) -> dict[str, Any]:
     }
 
 
+def kv_in_sync(config: StreamConfig, bucket: str) -> bool:
+    """Whether the KV stream takes its own keys' subjects alone and moves nothing across projects: an
+    extra subject would take in another project's messages, `reaching_out` settings copy or publish them."""
+    return list(config.subjects or []) == [kv_subject(bucket)] and not reaching_out(config)
+
+
+def kv_subject(bucket: str) -> str:
+    return f"$KV.{bucket}.>"
+
+
 class Kv(NatsKind):
-    """A KV bucket: the stream `KV_<bucket>` laid out as nats clients expect, marked in its metadata."""
+    """A KV bucket: the stream `KV_<bucket>` laid out as nats clients expect, marked in its metadata.
+
+    `read` reports in `configInSync` whether the stream still takes only its keys' subjects and is free
+    of `reaching_out` settings, as for a stream; the next update puts it back (a mirror it cannot).
+    """
 
     kind = "kv"
     Spec = KvSpec
@@ -804,7 +818,10 @@ class Kv(NatsKind):
         if info is None:
             return None
         return Observed(owner=metadata_owner(info.config.metadata), params=kv_params(info.config),
-                        attributes={"bucket": bucket})
+                        attributes={"bucket": bucket, "configInSync": kv_in_sync(info.config, bucket)})
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["configInSync"] if olds.get("configInSync") is False else []
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, KvSpec)
@@ -827,25 +844,30 @@ class Kv(NatsKind):
         async def work(session: Session) -> None:
             info = await stream_info(session.js, KV_STREAM_PREFIX + bucket)
             live = info.config if info else self._new_config(bucket, spec)
+            if live.mirror:
+                raise Unsupported("update", f"kv {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
+                                  "Pulumi), which NATS cannot undo in place", "delete it with purge and create it again")
             wanted = live.evolve(
                 max_msgs_per_subject=spec.history, max_age=float(spec.ttl), max_bytes=spec.max_bytes,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.ttl),
                 metadata=with_marker(live.metadata, marker),
+                subjects=[kv_subject(bucket)], sources=None, republish=None, subject_transform=None,
             )
             if info is None:
                 await session.js.add_stream(wanted)
-            elif kv_params(wanted) != kv_params(live) or wanted.metadata != live.metadata:
+            elif kv_params(wanted) != kv_params(live) or wanted.metadata != live.metadata \
+                    or not kv_in_sync(live, bucket):
                 await session.js.update_stream(wanted)
 
         with api_errors(verb, f"kv {ident}"):
             run(instance, work)
-        return {**self._base_attributes(instance), "bucket": bucket}
+        return {**self._base_attributes(instance), "bucket": bucket, "configInSync": True}
 
     @staticmethod
     def _new_config(bucket: str, spec: KvSpec) -> StreamConfig:
         """The KV stream layout nats clients (nats.go, nats-py) create and expect."""
         return jetstream_api.StreamConfig(
-            name=KV_STREAM_PREFIX + bucket, subjects=[f"$KV.{bucket}.>"],
+            name=KV_STREAM_PREFIX + bucket, subjects=[kv_subject(bucket)],
             storage=jetstream_api.StorageType(spec.storage),
             allow_rollup_hdrs=True, allow_direct=True, deny_delete=True, discard=jetstream_api.DiscardPolicy.NEW,
             max_consumers=-1, max_msgs=-1, max_msg_size=-1,

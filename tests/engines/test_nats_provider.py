@@ -525,6 +525,36 @@ def test_kv_update_in_place_then_drift(kv, owner, js):
     assert kv.read("id", outs).id == ""
 
 
+@pytest.mark.parametrize("change", ["subjects", "republish"])
+def test_kv_taking_in_or_publishing_out_is_drift_and_removed(kv, owner, js, change):
+    """A subject beyond its keys' (another project's messages land in the bucket) or a republish
+    (its values sent to another project's subjects): read reports it, the next update takes it out,
+    and the bucket still works as one."""
+    other = f"{owner}x"
+    inputs = kv_inputs(kv, owner)
+    outs = kv.create(inputs).outs
+    assert outs["configInSync"] is True and kv.read("id", outs).outs["configInSync"] is True
+    live = stream_config(js, f"KV_{owner}")
+    leak = ({"subjects": [*live.subjects, f"{other}.>"]} if change == "subjects"
+            else {"republish": RePublish(src=f"$KV.{owner}.>", dest=f"{other}.leak.>")})
+    js(lambda j: j.update_stream(live.evolve(**leak)))
+    refreshed = kv.read("id", outs).outs
+    assert refreshed["configInSync"] is False
+    diff = kv.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    kv.update("id", refreshed, inputs)
+    live = stream_config(js, f"KV_{owner}")
+    assert live.subjects == [f"$KV.{owner}.>"] and not live.republish
+    assert kv.read("id", outs).outs["configInSync"] is True
+
+    async def use(j):
+        bucket = await j.key_value(owner)
+        await bucket.put("k", b"v")
+        return (await bucket.get("k")).value
+
+    assert js(use) == b"v"
+
+
 def test_kv_storage_replaces(kv, owner):
     outs = kv.create(kv_inputs(kv, owner)).outs
     news = kv_inputs(kv, owner, storage="memory")
