@@ -50,6 +50,14 @@ def load_yaml(path: Path, display: str) -> YamlFile:
     return YamlFile(path=path, display=display, data=data, lines=lines)
 
 
+def unreadable_reason(err: Exception) -> str:
+    """Why a file could not be read, on one line (a YAML error's own text spans several)."""
+    mark = getattr(err, "problem_mark", None)
+    if isinstance(err, yaml.YAMLError) and mark is not None:
+        return f"not valid YAML at line {mark.line + 1}: {getattr(err, 'problem', None) or 'unparsable'}"
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
 def load_yaml_if_usable(path: Path, display: str) -> YamlFile | None:
     """`path` parsed for its line numbers, or None when it is missing, not UTF-8 or not valid YAML."""
     try:

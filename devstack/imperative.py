@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from components import templates
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
-from components.yamlfile import load_yaml_if_usable, stack_config_file
+from components.yamlfile import load_yaml_if_usable, stack_config_file, unreadable_reason
 from devstack import cli, ledger, yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger import EXCEPTION_LINE
@@ -155,10 +155,8 @@ class Workspace:
             data, unreadable = None, None
             try:
                 data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except yaml.MarkedYAMLError as err:
-                unreadable = f"not valid YAML at line {err.problem_mark.line + 1}: {err.problem}"
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-                unreadable = str(err).splitlines()[0]
+                unreadable = unreadable_reason(err)
             name = data.get("name") if isinstance(data, dict) else None
             refs.append(ProjectRef(name=str(name) if name else relative, relative=relative, path=path,
                                    unreadable=unreadable))

@@ -916,6 +916,7 @@ class GcReport(_Model):
 
 def workspace_projects(config: Mapping[str, Any], work_dir: Path) -> set[str]:
     """Names of the projects the workspace lists now; InvalidQuery when a project file cannot be read."""
+    from components.yamlfile import unreadable_reason
     from providers.instances import WORKSPACE_KEY, parse_object
 
     workspace = parse_object(config.get(WORKSPACE_KEY)) or {}
@@ -928,11 +929,15 @@ def workspace_projects(config: Mapping[str, Any], work_dir: Path) -> set[str]:
     for relative in workspace.get("projects") or []:
         path = Path(work_dir) / relative
         try:
-            names.add(str(yaml.safe_load(path.read_text(encoding="utf-8"))["name"]))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError) as err:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            why = None if isinstance(data, dict) and data.get("name") else "it has no top-level name"
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            data, why = None, unreadable_reason(err)
+        if why:
             raise InvalidQuery("collect garbage in", f"workspace {workspace.get('name')!r}",
-                               f"project file {relative} cannot be read ({err})",
-                               "fix the workspace first: without its projects, gc cannot tell orphans") from err
+                               f"project file {relative} cannot be read ({why})",
+                               "fix the workspace first: without its projects, gc cannot tell orphans")
+        names.add(str(data["name"]))
     return names
 
 

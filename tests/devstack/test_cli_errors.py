@@ -176,3 +176,25 @@ def test_a_work_dir_that_does_not_exist_is_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"the work dir {missing} is not a directory" in err and "Traceback" not in err
     assert not missing.exists()  # nothing was made there
+
+
+@pytest.mark.parametrize("text, why", [
+    ("name: p\nresources: [\n", "not valid YAML at line 3: "),
+    ("resources: []\n", "it has no top-level name"),
+])
+def test_gc_names_a_project_file_it_cannot_read_on_one_line(tmp_path, text, why):
+    from pulumi import automation as auto
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("broken", create=True)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "devstack.yaml").write_text(text)
+    shared = {"cache": {"engine": "redis", "host": "127.0.0.1", "port": 26379, "adminUser": "default",
+                        "adminSecret": "cacheAdmin"}}
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(
+        {"name": "broken", "shared": shared, "projects": ["p/devstack.yaml"]})))
+    stack.set_config("devstack:cacheAdmin", auto.ConfigValue("x", secret=True))
+    done = sandbox.cli("resource", "gc", "-w", "broken")
+    assert done.returncode == InvalidQuery.exit_code and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"project file p/devstack.yaml cannot be read ({why}" in done.stderr
