@@ -626,6 +626,7 @@ class Removal(_Model):
     untracked: bool = Field(description="removed from the ledger (pulumi state delete)")
     data_dropped: bool = Field(description="the engine's data was dropped (only with purge_data)")
     already_gone: bool = Field(description="purge_data found nothing to drop in the engine")
+    edited: list[str] = Field(default_factory=list, description="project files the entry was taken out of (the command line's edit)")
     error: str | None = Field(default=None, description="why it stopped part-way (the other fields say what it did)")
 
 

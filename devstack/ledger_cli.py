@@ -233,7 +233,7 @@ def run_rm(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"removed its declaration from {relative}")
     if args.json:
-        emit_json(removal)
+        emit_json(removal.model_copy(update={"edited": [relative for _, _, relative in edits]}))
     elif removal.data_dropped:
         print(f"dropped the data of {removal.resource.id} and removed it from the ledger")
     elif removal.already_gone:

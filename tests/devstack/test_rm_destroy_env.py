@@ -196,6 +196,7 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     assert database_exists(admin, db_a)
     purged = sandbox.cli_json("resource", "rm", a, "--kind", "database", "--purge-data", "--yes", "-w", "rmd")
     assert purged["data_dropped"] and purged["untracked"] and not database_exists(admin, db_a)
+    assert purged["edited"] == [files[0]]  # the entry left its devstack.yaml too
     validator("resource-rm.schema.json", purged)
     remaining = {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
     assert remaining == {f"nats/events/stream/{a}@{a}", f"nats/events/consumer/worker@{a}", f"postgres/pg/database/{b}@{b}"}
