@@ -16,7 +16,7 @@ from devstack.ledger import Filters, GcError, GcItem, GcReport, Tracked, drop_da
 from devstack.scan import Found, scan
 from providers import errors as perr
 from providers import registry
-from providers.base import marked_stack
+from providers.base import marked_stack, server_address
 from providers.identity import Identity
 from providers.instances import SharedInstance, instances_from_config
 
@@ -51,12 +51,28 @@ def _scan_all(instances: list[SharedInstance], filters: Filters) -> tuple[list[F
     return found, scanned, errors
 
 
-def _ledger_key(t: Tracked) -> tuple[str, str, str] | None:
+#: Where an engine object lives: (engine, server address, port), whatever the instance name that reaches it.
+Server = tuple[str, str, int]
+#: What reconciles a found resource with a ledger entry: its server, kind and engine name.
+Key = tuple[Server, str, str]
+
+
+def _server(engine: str, host: Any, port: Any) -> Server | None:
+    try:
+        return (engine, server_address(str(host)), int(port))
+    except (TypeError, ValueError):
+        return None
+
+
+def _ledger_key(t: Tracked, servers: Mapping[str, Server]) -> Key | None:
+    """The entry's key. Its instance's server as configured now; an instance renamed away (the ledger
+    still says `pg`, the config `pgnew`), by the address the resource recorded when it was made."""
+    server = servers.get(t.ident.instance) or _server(t.ident.engine, t.props.get("host"), t.props.get("port"))
     try:
         engine_name = registry.provider_class(t.ident.engine, t.ident.kind).engine_name(t.ident.name, t.ident.owner)
     except (KeyError, perr.InvalidSpec):
         return None
-    return (t.ident.instance, t.ident.kind, engine_name)
+    return (server, t.ident.kind, engine_name) if server else None
 
 
 def _item(f: Found, reason: str) -> GcItem:
@@ -87,22 +103,29 @@ def reconcile(
     """
     ours = {mark, marked_stack(mark)[0]}
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
+    servers = {i.name: (i.engine, server_address(i.host), i.port) for i in instances}
     found, scanned, errors = _scan_all(sorted(instances, key=lambda i: i.name), filters)
-    in_scope = [t for t in tracked if filters.matches(t.ident) and t.ident.instance in scanned]
-    ledger = {key: t for t in in_scope if (key := _ledger_key(t)) is not None}
-    managed, orphans, foreign, others, matched = 0, [], [], [], set()
+    # Two instance names of one server (`localhost` and `127.0.0.1`, an instance renamed before the up
+    # that follows) find the same objects: each counts once, under the first name.
+    unique: dict[Key, Found] = {}
     for f in found:
+        unique.setdefault((servers[f.instance], f.kind, f.engine_name), f)
+    scanned_servers = {servers[name] for name in scanned}
+    ledger = {key: t for t in tracked
+              if filters.matches(t.ident) and (key := _ledger_key(t, servers)) is not None and key[0] in scanned_servers}
+    managed, orphans, foreign, others, matched = 0, [], [], [], set()
+    for key, f in unique.items():
         if f.owner is None:
             if filters.project is None:
                 foreign.append(_item(f, "carries no devstack ownership marker"))
             continue
         if filters.project not in (None, f.owner):
             continue
-        entry = ledger.get(f.key)
+        entry = ledger.get(key)
         if entry is not None and entry.ident.owner == f.owner:
             # The ledger holds it: this workspace's, bare-named marker included, unless another re-marked it.
             elsewhere = bool(f.stack) and f.stack not in ours
-            matched.add(f.key)
+            matched.add(key)
             if f.owner in projects:
                 managed += 1
             elif elsewhere:
@@ -118,7 +141,7 @@ def reconcile(
         GcItem(engine=t.ident.engine, instance=t.ident.instance, kind=t.ident.kind, engine_name=key[2],
                project=t.ident.owner, stack=t.props.get("stack"), name=t.ident.name,
                reason="in the ledger but missing from the engine (`pulumi refresh` drops it from the ledger)")
-        for key, t in sorted(ledger.items()) if key not in matched
+        for key, t in sorted(ledger.items(), key=lambda item: item[1].sort_key) if key not in matched
     ]
     return GcReport(workspace=workspace, filters=filters, scanned=scanned, managed=managed, orphans=orphans,
                     stale=stale, foreign=foreign, other_workspaces=others, pruned=[], errors=errors)

@@ -893,6 +893,11 @@ class GcItem(_Model):
     name: str | None = Field(description="the declaration name, when it can be derived")
     reason: str
 
+    @property
+    def same_object(self) -> tuple[str | None, ...]:
+        """What tells one found object from another between two scans (not why it was listed)."""
+        return (self.engine, self.instance, self.kind, self.engine_name, self.project, self.stack)
+
 
 class GcError(_Model):
     engine: str
@@ -975,8 +980,18 @@ def collect_garbage(
         return report
     _require_confirmation(confirm, f"drop {len(report.orphans)} orphans: "
                                    + ", ".join(f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}" for o in report.orphans))
-    pruned, errors = reconcile.prune(config, report.orphans)
-    return report.model_copy(update={"pruned": pruned, "errors": report.errors + errors})
+    # While the question was open, an up may have adopted one (this workspace's, or another's that
+    # re-marked it): drop only what a fresh scan, against the ledger as it is now, still finds orphaned.
+    fresh = reconcile.reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
+    still = {orphan.same_object for orphan in fresh.orphans}
+    left = [GcError(engine=o.engine, instance=o.instance,
+                    error=f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}: "
+                          + ("no longer an orphan when confirmed (adopted or re-marked meanwhile)"
+                             if o.instance in fresh.scanned else "could not be scanned again once confirmed")
+                          + "; left as it is")
+            for o in report.orphans if o.same_object not in still]
+    pruned, errors = reconcile.prune(config, [o for o in report.orphans if o.same_object in still])
+    return report.model_copy(update={"pruned": pruned, "errors": report.errors + left + errors})
 
 
 __all__ = [

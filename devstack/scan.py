@@ -48,11 +48,6 @@ class Found:
     stack: str | None = None
     name: str | None = None
 
-    @property
-    def key(self) -> tuple[str, str, str]:
-        """What reconciles a found resource with a ledger entry: instance, kind, engine name."""
-        return (self.instance, self.kind, self.engine_name)
-
 
 def _marker_field(text: str | None, key: str) -> str | None:
     """One field of a JSON ownership marker, None when absent or not a marker of ours."""

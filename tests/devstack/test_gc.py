@@ -382,3 +382,51 @@ def test_outside_the_ledger_only_this_ledgers_own_mark_is_an_orphan(monkeypatch,
             [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
         report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, {"shop"}, [])
         assert [o.engine_name for o in getattr(report, where)] == ["shop-logs"], stack
+
+
+def test_an_instance_alias_or_a_renamed_instance_never_makes_a_managed_resource_an_orphan(admin, local_shared):
+    """The ledger's role lives on `pg`. A second instance name for that server (`localhost`), or `pg`
+    renamed in the config before the up that follows: gc finds the role once, as managed, never as an
+    orphan of its own workspace (prune would have dropped it)."""
+    p = f"a{token()}"
+    config = workspace_config(local_shared, admin, "alias", [])
+    pg = local_shared["pg"]
+    create(config, "postgres", "pg", "role", "readers", p, "alias@c0ffee")
+    try:
+        tracked = [ledger.Tracked(urn=f"urn:{p}/pg/role/readers", ident=Identity("postgres", "pg", "role", "readers", p),
+                                  props={"stack": "alias@c0ffee", "host": pg["host"], "port": float(pg["port"])},
+                                  secrets=frozenset(), entry={})]
+        aliased = {"pg": pg, "pgalias": {**pg, "host": "localhost"}}
+        renamed = {"pgnew": pg}
+        for shared in (aliased, renamed):
+            config = workspace_config(shared, admin, "alias", [])
+            report = gc.reconcile("alias", "alias@c0ffee", ledger.validate_filters("postgres", None, p), config, {p},
+                                  tracked)
+            assert (report.managed, report.orphans, report.stale) == (1, [], []), sorted(shared)
+    finally:
+        drop_quietly(workspace_config(local_shared, admin, "alias", []), "postgres", "pg", "role", "readers", p)
+
+
+def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
+    """Another workspace's up re-marks the orphan queue while `gc --prune` waits for its yes: the
+    drop is checked against a fresh scan, so the queue stays and the report says why."""
+    from devstack.scan import scan
+
+    config, p = planted["config"], planted["project"]
+    queue = f"{p}-q"
+
+    def adopt_then_confirm(_text: str) -> bool:
+        provider = ledger.configured_provider(config, "localstack", "queue")
+        props = {"engine": "localstack", "instance": "aws", "kind": "queue", "name": "q", "owner": p,
+                 "params": {}, "credentials": "predictable", "purge": False, "stack": "elsewhere@beef00"}
+        created = provider.create(props)
+        provider.update(created.id, created.outs, props)
+        return True
+
+    report = ledger.collect_garbage(planted["stack"], kind="queue", project=p, prune=True, confirm=adopt_then_confirm)
+    assert [o.engine_name for o in report.orphans] == [queue] and report.pruned == []
+    assert [e.error for e in report.errors] == [
+        f"localstack/aws/queue/{queue}: no longer an orphan when confirmed (adopted or re-marked meanwhile); "
+        "left as it is"]
+    live = [f for f in scan(instances_from_config(config)["aws"], {"queue"}) if f.engine_name == queue]
+    assert [f.stack for f in live] == ["elsewhere@beef00"]
