@@ -99,10 +99,16 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
     with postgres.admin_connection(instance) as conn, postgres.ddl_lock(conn, shared=True):
         if "database" in kinds:
             rows = conn.execute(
-                "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database "
-                "WHERE NOT datistemplate AND datname <> 'postgres' ORDER BY 1"
+                "SELECT d.datname, shobj_description(d.oid, 'pg_database'), r.rolname, "
+                "shobj_description(r.oid, 'pg_authid') FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
+                "WHERE NOT d.datistemplate AND d.datname <> 'postgres' ORDER BY 1"
             ).fetchall()
-            found += [_pg_found(instance, "database", name, comment) for name, comment in rows]
+            for name, comment, owner_role, role_comment in rows:
+                # As the provider tells it: a database left without its COMMENT (a create cut short)
+                # belongs to the project whose role owns it.
+                owner = postgres.database_owner(comment, owner_role, role_comment)
+                marker = comment if comment is not None else role_comment if owner else None
+                found.append(Found("postgres", instance.name, "database", name, owner, _marker_field(marker, "stack")))
         if kinds & {"role", "user"}:
             rows = conn.execute(
                 "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') FROM pg_roles "

@@ -430,3 +430,24 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
         "left as it is"]
     live = [f for f in scan(instances_from_config(config)["aws"], {"queue"}) if f.engine_name == queue]
     assert [f.stack for f in live] == ["elsewhere@beef00"]
+
+
+def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provider_says(admin, local_shared):
+    """CREATE DATABASE cannot share a transaction with its COMMENT: a create cut between them leaves the
+    database bare, and the provider takes it for the project whose role owns it. So does the scan:
+    never foreign (and stale beside it), which no refresh or up would ever clear."""
+    from devstack.scan import scan
+
+    p = f"b{token()}"
+    config = workspace_config(local_shared, admin, "bare", [])
+    instance = instances_from_config(config)["pg"]
+    create(config, "postgres", "pg", "database", p, p, "bare@c0ffee")
+    try:
+        with _pg(instance) as conn:
+            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS NULL").format(sql.Identifier(p)))
+        found = [f for f in scan(instance, {"database"}) if f.engine_name == p]
+        assert [(f.owner, f.stack) for f in found] == [(p, "bare@c0ffee")]
+        assert ledger.configured_provider(config, "postgres", "database").observe(
+            instance, Identity("postgres", "pg", "database", p, p)).owner == p
+    finally:
+        drop_quietly(config, "postgres", "pg", "database", p, p)
