@@ -133,6 +133,10 @@ def reconcile(
                 others.append(_item(f, f"{_elsewhere(f.stack or '', mark)}, which lists project {f.owner!r} too"))
             else:
                 orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
+        elif f.stack == mark and not f.proven:
+            others.append(_item(f, "its marker, kept apart from it, no longer fits it (made anew by hand, or its "
+                                   "rules or policy changed): not provably this workspace's, so gc leaves it; drop "
+                                   "it by hand if it is"))
         elif f.stack == mark:
             orphans.append(_item(f, "marked for this workspace but not in the ledger"))
         else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -47,6 +47,10 @@ class Found:
     owner: str | None
     stack: str | None = None
     name: str | None = None
+    #: False when its marker lives apart from it (a registry) and no longer fits it: the object was
+    #: deleted out of band and one of that name made again by hand, or changed since (rules, policy).
+    #: Ours in the ledger, but never provably so outside it.
+    proven: bool = True
 
 
 def _marker_field(text: str | None, key: str) -> str | None:
@@ -157,7 +161,11 @@ def scan_redis(instance: SharedInstance, kinds: set[str]) -> list[Found]:
             owners = client.hgetall(rd.ACL_OWNERS_KEY)
             for user in sorted(client.acl_users()):
                 text = owners.get(user)
-                found.append(Found("redis", instance.name, "acl_user", user, marker_owner(text), _marker_field(text, "stack")))
+                # The marker records the rules devstack set: a user made anew by hand has others.
+                fits = text is None or (rd._entry(text) or {}).get("fingerprint") == rd._fingerprint(
+                    client.execute_command("ACL", "GETUSER", user))
+                found.append(Found("redis", instance.name, "acl_user", user, marker_owner(text),
+                                   _marker_field(text, "stack"), proven=fits))
     return found
 
 
@@ -233,7 +241,10 @@ def scan_minio(instance: SharedInstance, kinds: set[str]) -> list[Found]:
         policies = json.loads(admin.policy_list() or "{}")
         for user in sorted(users):
             marker = (policies.get(minio.policy_name(user)) or {}).get("ID")
-            found.append(Found("minio", instance.name, "access_key", user, marker_owner(marker), _marker_field(marker, "stack")))
+            # The marker is the policy devstack attaches: a user made anew by hand does not have it.
+            attached = str((users[user] or {}).get("policyName") or "").split(",")
+            found.append(Found("minio", instance.name, "access_key", user, marker_owner(marker),
+                               _marker_field(marker, "stack"), proven=minio.policy_name(user) in attached))
     return found
 
 
@@ -436,5 +447,5 @@ def _named(found: Found) -> Found:
     if found.owner is None:
         return found
     name = declaration_name(found.engine, found.kind, found.engine_name, found.owner, [found.name])
-    return Found(found.engine, found.instance, found.kind, found.engine_name, found.owner, found.stack, name)
+    return replace(found, name=name)
 

@@ -451,3 +451,40 @@ def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provide
             instance, Identity("postgres", "pg", "database", p, p)).owner == p
     finally:
         drop_quietly(config, "postgres", "pg", "database", p, p)
+
+
+def test_a_user_made_anew_by_hand_under_a_stale_registry_marker_is_never_an_orphan(admin, local_shared):
+    """Redis and MinIO keep a user's marker apart from it. The user deleted out of band and one of that
+    name made again by hand (other rules, no devstack policy): the marker no longer fits, so the user
+    is not provably this workspace's and gc never lists it as an orphan to prune."""
+    from providers import minio
+
+    p = f"u{token()}"
+    config = workspace_config(local_shared, admin, "anew", [])
+    instances = instances_from_config(config)
+    filters = ledger.validate_filters(None, None, p)
+    made = [("redis", "cache", "acl_user", p, p), ("minio", "objects", "access_key", p, p)]
+    try:
+        for identity in made:
+            create(config, *identity, "anew@c0ffee")
+        report = gc.reconcile("anew", "anew@c0ffee", filters, config, set(), [])
+        assert sorted((o.engine, o.engine_name) for o in report.orphans) == [("minio", p), ("redis", p)]
+        with _redis(instances["cache"]) as client:
+            client.acl_deluser(p)
+            client.acl_setuser(p, enabled=True, nopass=True, keys=["*"], commands=["+@all"])
+        admin_client = minio.admin_client(instances["objects"])
+        admin_client.user_remove(p)
+        admin_client.user_add(p, "hand-made-secret-1")
+        report = gc.reconcile("anew", "anew@c0ffee", filters, config, set(), [])
+        assert report.orphans == []
+        assert {(o.engine, o.engine_name) for o in report.other_workspaces} == {("minio", p), ("redis", p)}
+        assert all("no longer fits it" in o.reason for o in report.other_workspaces)
+    finally:
+        for engine, instance, kind, name, owner in made:
+            drop_quietly(config, engine, instance, kind, name, owner)
+        with _redis(instances["cache"]) as client:
+            client.acl_deluser(p)
+        try:
+            minio.admin_client(instances["objects"]).user_remove(p)
+        except Exception:  # already gone
+            pass
