@@ -416,7 +416,7 @@ def _declarations(raw: dict[str, Any], root: Path, stack: str,
             if isinstance(item, dict) and isinstance(item.get("uses"), str):
                 declared.setdefault(item["uses"], []).append(str(item.get("kind")))
     try:
-        validate(raw, root, None, stack_config_file(root, stack), config_is_set=config_is_set)
+        validate(raw, root, None, stack_config_file(root, stack.rsplit("/", 1)[-1]), config_is_set=config_is_set)
     except WorkspaceInvalid as invalid:
         return declared, [str(p) for p in invalid.problems]
     return declared, []
@@ -473,7 +473,7 @@ def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tup
 
 def _plain_config(work_dir: Path, workspace: str) -> tuple[dict[str, Any], frozenset[str]]:
     """The config file's plain values, and the names of its `secure:` ones."""
-    display = stack_config_file(work_dir, workspace)
+    display = stack_config_file(work_dir, workspace.rsplit("/", 1)[-1])  # organization/local: Pulumi.local.yaml
     parsed = load_yaml_if_usable(work_dir / display, display)
     data = parsed.data if parsed and isinstance(parsed.data, dict) else {}
     items = (data.get("config") or {}).items()

@@ -17,6 +17,7 @@ from devstack.scan import Found, scan
 from providers import errors as perr
 from providers import registry
 from providers.base import marked_stack, server_address
+from providers.s3 import DEFAULT_REGION
 from providers.identity import Identity
 from providers.instances import SharedInstance, instances_from_config
 
@@ -51,15 +52,16 @@ def _scan_all(instances: list[SharedInstance], filters: Filters) -> tuple[list[F
     return found, scanned, errors
 
 
-#: Where an engine object lives: (engine, server address, port), whatever the instance name that reaches it.
-Server = tuple[str, str, int]
+#: Where an engine object lives: (engine, server address, port, AWS region or None), whatever the
+#: instance name that reaches it. SQS, SNS, Kinesis and DynamoDB names are per region.
+Server = tuple[str, str, int, str | None]
 #: What reconciles a found resource with a ledger entry: its server, kind and engine name.
 Key = tuple[Server, str, str]
 
 
-def _server(engine: str, host: Any, port: Any) -> Server | None:
+def _server(engine: str, host: Any, port: Any, region: Any = None) -> Server | None:
     try:
-        return (engine, server_address(str(host)), int(port))
+        return (engine, server_address(str(host)), int(port), (region or DEFAULT_REGION) if engine == "localstack" else None)
     except (TypeError, ValueError):
         return None
 
@@ -67,7 +69,8 @@ def _server(engine: str, host: Any, port: Any) -> Server | None:
 def _ledger_key(t: Tracked, servers: Mapping[str, Server]) -> Key | None:
     """The entry's key. Its instance's server as configured now; an instance renamed away (the ledger
     still says `pg`, the config `pgnew`), by the address the resource recorded when it was made."""
-    server = servers.get(t.ident.instance) or _server(t.ident.engine, t.props.get("host"), t.props.get("port"))
+    server = servers.get(t.ident.instance) or _server(t.ident.engine, t.props.get("host"), t.props.get("port"),
+                                                      t.props.get("region"))
     try:
         engine_name = registry.provider_class(t.ident.engine, t.ident.kind).engine_name(t.ident.name, t.ident.owner)
     except (KeyError, perr.InvalidSpec):
@@ -103,7 +106,7 @@ def reconcile(
     """
     ours = {mark, marked_stack(mark)[0]}
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
-    servers = {i.name: (i.engine, server_address(i.host), i.port) for i in instances}
+    servers = {i.name: server for i in instances if (server := _server(i.engine, i.host, i.port, i.region))}
     found, scanned, errors = _scan_all(sorted(instances, key=lambda i: i.name), filters)
     # Two instance names of one server (`localhost` and `127.0.0.1`, an instance renamed before the up
     # that follows) find the same objects: each counts once, under the first name.
@@ -133,10 +136,9 @@ def reconcile(
                 others.append(_item(f, f"{_elsewhere(f.stack or '', mark)}, which lists project {f.owner!r} too"))
             else:
                 orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
-        elif f.stack == mark and not f.proven:
-            others.append(_item(f, "its marker, kept apart from it, no longer fits it (made anew by hand, or its "
-                                   "rules or policy changed): not provably this workspace's, so gc leaves it; drop "
-                                   "it by hand if it is"))
+        elif f.stack == mark and f.doubt:
+            others.append(_item(f, f"{f.doubt}: not provably this workspace's, so gc leaves it; drop it by hand "
+                                   f"if it is"))
         elif f.stack == mark:
             orphans.append(_item(f, "marked for this workspace but not in the ledger"))
         else:

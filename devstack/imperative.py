@@ -409,7 +409,7 @@ def _cli_error(verb: str, what: str, err: auto.errors.CommandError) -> EngineErr
             kind, cause = raised[-1].groups()
             return (IdentityConflict if kind.endswith("Conflict") else EngineError)(verb, what, cause)
     # No diagnostics: the CLI stopped before any resource (a held lock, a bad backend), on stderr.
-    return EngineError(verb, what, ledger.cli_error(err).removeprefix("error: "))
+    return EngineError(verb, what, "\n".join(line.removeprefix("error: ") for line in ledger.cli_error(err).splitlines()))
 
 
 Plan = tuple[list[str], bool]  # the URNs to target, and whether their dependents come along

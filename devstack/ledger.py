@@ -34,6 +34,7 @@ from datetime import datetime
 from itertools import takewhile
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import yaml
 from pulumi import automation as auto
@@ -594,7 +595,7 @@ def file_backend_root(backend_url: str) -> Path | None:
     """The directory of a file backend (`file:///path?options`); None for any other backend."""
     if not backend_url.startswith("file://"):
         return None
-    return Path(backend_url.removeprefix("file://").split("?", 1)[0])
+    return Path(unquote(urlparse(backend_url).path))  # as_uri() made it: %20 for a space
 
 
 def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
@@ -603,7 +604,8 @@ def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
     on others the edit's own failure says what was dropped."""
     root = file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""))
     short = short_name(stack)
-    locks = sorted((root / ".pulumi" / "locks").glob(f"*/devstack/{short}/*.json")) if root else []
+    project = stack.workspace.project_settings().name
+    locks = sorted((root / ".pulumi" / "locks").glob(f"*/{project}/{short}/*.json")) if root else []
     if locks:
         try:
             held = json.loads(locks[0].read_text())
@@ -684,8 +686,8 @@ def remove_resource(
         if not dropped:
             raise
         raise _stopped(EngineError(err.verb, err.what, err.cause,
-                                   f"its data was dropped, and the ledger still lists it: once the stack is "
-                                   f"free, run this again (it finds the data gone) or `pulumi refresh`"),
+                                   "its data was dropped, and the ledger and its devstack.yaml still list it: "
+                                   "once the stack is free, run this again (it finds the data gone and finishes)"),
                        done) from err
     return done.model_copy(update={"untracked": True})
 
@@ -804,8 +806,10 @@ def recover(
     (setting the credentials the ledger records) and creates the rest; until
     then gc sees those as orphans. Nothing is created or dropped in an engine.
     """
+    if not STACK_NAME.fullmatch(workspace):  # before any file is touched
+        open_stack(workspace, backend_url, work_dir, env=env)
     variables = stack_env(backend_url, env)
-    repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], workspace)
+    repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], workspace.rsplit("/", 1)[-1])
     for path in repaired:
         path.unlink()
     stack = open_stack(workspace, backend_url, work_dir, env=env)

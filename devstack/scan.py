@@ -47,10 +47,10 @@ class Found:
     owner: str | None
     stack: str | None = None
     name: str | None = None
-    #: False when its marker lives apart from it (a registry) and no longer fits it: the object was
-    #: deleted out of band and one of that name made again by hand, or changed since (rules, policy).
-    #: Ours in the ledger, but never provably so outside it.
-    proven: bool = True
+    #: Why its marker may not be ours, when the scan cannot prove it is: a marker kept apart from the
+    #: object that no longer fits it (one made anew by hand under the name), or one inferred. Ours in
+    #: the ledger, never provably so outside it. None: the marker is the object's own.
+    doubt: str | None = None
 
 
 def _marker_field(text: str | None, key: str) -> str | None:
@@ -108,11 +108,15 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                 "WHERE NOT d.datistemplate AND d.datname <> 'postgres' ORDER BY 1"
             ).fetchall()
             for name, comment, owner_role, role_comment in rows:
-                # As the provider tells it: a database left without its COMMENT (a create cut short)
-                # belongs to the project whose role owns it.
+                # As the provider tells it: a database without its COMMENT (a create cut short) belongs to
+                # the project whose role owns it. Not provably ours, though: one made by hand for that role
+                # looks the same, so only the ledger makes it this workspace's.
                 owner = postgres.database_owner(comment, owner_role, role_comment)
                 marker = comment if comment is not None else role_comment if owner else None
-                found.append(Found("postgres", instance.name, "database", name, owner, _marker_field(marker, "stack")))
+                doubt = None if comment is not None else "it has no COMMENT marker, only its owning role's (a create " \
+                                                         "cut short, or a database made by hand for that role)"
+                found.append(Found("postgres", instance.name, "database", name, owner, _marker_field(marker, "stack"),
+                                   doubt=doubt))
         if kinds & {"role", "user"}:
             rows = conn.execute(
                 "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') FROM pg_roles "
@@ -160,12 +164,14 @@ def scan_redis(instance: SharedInstance, kinds: set[str]) -> list[Found]:
         if "acl_user" in kinds:
             owners = client.hgetall(rd.ACL_OWNERS_KEY)
             for user in sorted(client.acl_users()):
-                text = owners.get(user)
+                text, live = owners.get(user), client.execute_command("ACL", "GETUSER", user)
+                if live is None:
+                    continue  # deleted while we look
                 # The marker records the rules devstack set: a user made anew by hand has others.
-                fits = text is None or (rd._entry(text) or {}).get("fingerprint") == rd._fingerprint(
-                    client.execute_command("ACL", "GETUSER", user))
+                doubt = None if text is None or rd.marker_fits(text, live) else \
+                    "its marker (kept in a registry hash) records other rules (made anew by hand, or its rules changed)"
                 found.append(Found("redis", instance.name, "acl_user", user, marker_owner(text),
-                                   _marker_field(text, "stack"), proven=fits))
+                                   _marker_field(text, "stack"), doubt=doubt))
     return found
 
 
@@ -243,8 +249,10 @@ def scan_minio(instance: SharedInstance, kinds: set[str]) -> list[Found]:
             marker = (policies.get(minio.policy_name(user)) or {}).get("ID")
             # The marker is the policy devstack attaches: a user made anew by hand does not have it.
             attached = str((users[user] or {}).get("policyName") or "").split(",")
+            doubt = None if minio.policy_name(user) in attached else \
+                "its marker policy is not attached to it (made anew by hand, or the policy detached)"
             found.append(Found("minio", instance.name, "access_key", user, marker_owner(marker),
-                               _marker_field(marker, "stack"), proven=minio.policy_name(user) in attached))
+                               _marker_field(marker, "stack"), doubt=doubt))
     return found
 
 

@@ -659,7 +659,7 @@ class Consumer(NatsKind):
         if stream["retention"] != "workqueue" or (mine and theirs and not subjects_overlap(mine, theirs)):
             return None
         return ("params.filterSubject",
-                f"{'unset' if mine is None else repr(mine)} overlaps consumer {other!r}'s "
+                f"{'unset' if mine is None else repr(mine)} overlaps the filter of consumer {other!r} "
                 f"({'unset' if theirs is None else repr(theirs)}) on stream {stream_decl!r}, whose retention is "
                 f"workqueue: NATS gives each of its subjects to one consumer (give each consumer a filter of "
                 f"its own subjects)")
@@ -845,7 +845,7 @@ class Kv(NatsKind):
             info = await stream_info(session.js, KV_STREAM_PREFIX + bucket)
             live = info.config if info else self._new_config(bucket, spec)
             if live.mirror:
-                raise Unsupported("update", f"kv {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
+                raise Unsupported(verb, f"kv {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
                                   "Pulumi), which NATS cannot undo in place", "delete it with purge and create it again")
             wanted = live.evolve(
                 max_msgs_per_subject=spec.history, max_age=float(spec.ttl), max_bytes=spec.max_bytes,

@@ -394,8 +394,8 @@ class AclUser(KindProvider):
             return Observed(owner=None)
         reply = dict(zip(live[::2], live[1::2]))
         params = {"read_only": str(reply.get("keys", "")).startswith("%R~")}
-        in_sync = entry.get("fingerprint") == _fingerprint(live)
-        return Observed(owner=entry["owner"], params=params, attributes={"user": name, "aclInSync": in_sync})
+        return Observed(owner=entry["owner"], params=params,
+                        attributes={"user": name, "aclInSync": marker_fits(text, live)})
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -468,6 +468,11 @@ class AclUser(KindProvider):
         holder = client.register_script(CLAIM)(keys=[ACL_OWNERS_KEY], args=[name, ident.owner, marker])
         if holder is not None:
             raise self._conflict("create", ident, Observed(owner=marker_owner(holder)))
+
+
+def marker_fits(marker: str | None, getuser_reply: Any) -> bool:
+    """Whether an ACL user's marker records the rules it has now (ACL GETUSER): the ones devstack set."""
+    return (_entry(marker) or {}).get("fingerprint") == _fingerprint(getuser_reply)
 
 
 def _save_acl(client: redis_py.Redis) -> None:

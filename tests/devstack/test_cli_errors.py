@@ -198,3 +198,16 @@ def test_gc_names_a_project_file_it_cannot_read_on_one_line(tmp_path, text, why)
     assert done.returncode == InvalidQuery.exit_code and done.stdout == ""
     assert done.stderr.count("\n") == 1, done.stderr
     assert f"project file p/devstack.yaml cannot be read ({why}" in done.stderr
+
+
+def test_a_file_backend_in_a_path_with_spaces_is_found_as_written(tmp_path):
+    """The backend URL is made with Path.as_uri(), which escapes a space as %20: the lock check and
+    the recovery must look where the files are, not under the escaped name."""
+    from devstack import ledger
+
+    backend = tmp_path / "my checkout é" / "state"
+    attrs = backend / ".pulumi" / "stacks" / "devstack" / "local.json.attrs"
+    attrs.parent.mkdir(parents=True)
+    attrs.write_bytes(b"")
+    assert ledger.file_backend_root(backend.as_uri() + "?metadata=skip") == backend
+    assert ledger.torn_metadata(backend.as_uri(), "local") == [attrs]

@@ -434,8 +434,9 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
 
 def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provider_says(admin, local_shared):
     """CREATE DATABASE cannot share a transaction with its COMMENT: a create cut between them leaves the
-    database bare, and the provider takes it for the project whose role owns it. So does the scan:
-    never foreign (and stale beside it), which no refresh or up would ever clear."""
+    database bare, and the provider takes it for the project whose role owns it. So does gc: in the
+    ledger it is managed, not foreign and stale at once (which no refresh or up would ever clear).
+    Outside the ledger it is never an orphan to prune: one made by hand for that role looks the same."""
     from devstack.scan import scan
 
     p = f"b{token()}"
@@ -447,8 +448,15 @@ def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provide
             conn.execute(sql.SQL("COMMENT ON DATABASE {} IS NULL").format(sql.Identifier(p)))
         found = [f for f in scan(instance, {"database"}) if f.engine_name == p]
         assert [(f.owner, f.stack) for f in found] == [(p, "bare@c0ffee")]
-        assert ledger.configured_provider(config, "postgres", "database").observe(
-            instance, Identity("postgres", "pg", "database", p, p)).owner == p
+        ident = Identity("postgres", "pg", "database", p, p)
+        assert ledger.configured_provider(config, "postgres", "database").observe(instance, ident).owner == p
+        filters = ledger.validate_filters("postgres", "database", p)
+        tracked = [ledger.Tracked(urn=f"urn:{p}", ident=ident, props={"stack": "bare@c0ffee"},
+                                  secrets=frozenset(), entry={})]
+        managed = gc.reconcile("bare", "bare@c0ffee", filters, config, {p}, tracked)
+        assert (managed.managed, managed.stale, managed.foreign) == (1, [], [])
+        outside = gc.reconcile("bare", "bare@c0ffee", filters, config, set(), [])
+        assert outside.orphans == [] and [o.engine_name for o in outside.other_workspaces] == [p]
     finally:
         drop_quietly(config, "postgres", "pg", "database", p, p)
 
@@ -478,7 +486,8 @@ def test_a_user_made_anew_by_hand_under_a_stale_registry_marker_is_never_an_orph
         report = gc.reconcile("anew", "anew@c0ffee", filters, config, set(), [])
         assert report.orphans == []
         assert {(o.engine, o.engine_name) for o in report.other_workspaces} == {("minio", p), ("redis", p)}
-        assert all("no longer fits it" in o.reason for o in report.other_workspaces)
+        assert all("made anew by hand" in o.reason and "not provably this workspace's" in o.reason
+                   for o in report.other_workspaces)
     finally:
         for engine, instance, kind, name, owner in made:
             drop_quietly(config, engine, instance, kind, name, owner)

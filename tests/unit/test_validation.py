@@ -194,7 +194,7 @@ PROVIDER_RULES = [
               "  - {uses: events, kind: consumer, name: a, params: {stream: shop, filterSubject: shop.a.>}}\n"
               "  - uses: events\n    kind: consumer\n    name: b\n    params:\n      stream: shop\n"
               "      filterSubject: shop.*.x  # <-\n",
-     "resources[2].params.filterSubject", "'shop.*.x' overlaps consumer 'a''s ('shop.a.>') on stream 'shop'"),
+     "resources[2].params.filterSubject", "'shop.*.x' overlaps the filter of consumer 'a' ('shop.a.>') on stream 'shop'"),
     (HEADER + "resources:\n  - {uses: events, kind: stream}\n  - uses: events\n    kind: consumer\n    name: c\n"
               f"    params:\n      stream: shop\n      description: {'é' * 2049}  # <-\n",
      "resources[1].params.description", "is at most 4096 bytes"),
