@@ -46,6 +46,7 @@ from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack.errors import DevstackError
+from devstack.ledger import short_stack_name
 from providers import registry
 from providers.instances import SharedInstance, instances_from_config, parse_object
 from tools.engines.credentials import LOCAL_STACK
@@ -416,7 +417,7 @@ def _declarations(raw: dict[str, Any], root: Path, stack: str,
             if isinstance(item, dict) and isinstance(item.get("uses"), str):
                 declared.setdefault(item["uses"], []).append(str(item.get("kind")))
     try:
-        validate(raw, root, None, stack_config_file(root, stack.rsplit("/", 1)[-1]), config_is_set=config_is_set)
+        validate(raw, root, None, stack_config_file(root, short_stack_name(stack)), config_is_set=config_is_set)
     except WorkspaceInvalid as invalid:
         return declared, [str(p) for p in invalid.problems]
     return declared, []
@@ -473,7 +474,7 @@ def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tup
 
 def _plain_config(work_dir: Path, workspace: str) -> tuple[dict[str, Any], frozenset[str]]:
     """The config file's plain values, and the names of its `secure:` ones."""
-    display = stack_config_file(work_dir, workspace.rsplit("/", 1)[-1])  # organization/local: Pulumi.local.yaml
+    display = stack_config_file(work_dir, short_stack_name(workspace))
     parsed = load_yaml_if_usable(work_dir / display, display)
     data = parsed.data if parsed and isinstance(parsed.data, dict) else {}
     items = (data.get("config") or {}).items()

@@ -111,6 +111,19 @@ def _project_settings(work_dir: Path) -> auto.ProjectSettings | None:
 STACK_NAME = re.compile(r"(?:(?!\.+/)[A-Za-z0-9_.-]+/){0,2}(?!\.+$)[A-Za-z0-9_.-]+")
 
 
+def require_stack_name(workspace: str) -> None:
+    """InvalidQuery, before anything is read or touched, when `workspace` is no stack name."""
+    if not STACK_NAME.fullmatch(workspace):
+        raise InvalidQuery("open", f"stack {workspace!r}", "it is not a stack name",
+                           "name the workspace's stack: letters, digits, '-', '_' and '.', as `pulumi stack ls` "
+                           "lists it (optionally organization/[project/])")
+
+
+def short_stack_name(workspace: str) -> str:
+    """A stack's own name, `local` for `organization/local` too: URNs and `Pulumi.<stack>.yaml` use it."""
+    return workspace.rsplit("/", 1)[-1]
+
+
 def open_stack(
     workspace: str = "local",
     backend_url: str | None = None,
@@ -127,10 +140,7 @@ def open_stack(
     Raises NotFound when the stack does not exist in the backend (unless
     `create`, which creates it), EngineError when the CLI cannot run.
     """
-    if not STACK_NAME.fullmatch(workspace):
-        raise InvalidQuery("open", f"stack {workspace!r}", "it is not a stack name",
-                           "name the workspace's stack: letters, digits, '-', '_' and '.', as `pulumi stack ls` "
-                           "lists it (optionally organization/[project/])")
+    require_stack_name(workspace)
     work_dir = Path(work_dir)
     if not work_dir.is_dir():
         raise InvalidQuery("open", f"stack {workspace!r}", f"the work dir {work_dir} is not a directory",
@@ -152,7 +162,7 @@ def open_stack(
             "run `pulumi up --stack <workspace>` first, or pass --workspace / --backend-url",
         ) from err
     except auto.errors.CommandError as err:
-        torn = torn_metadata(variables["PULUMI_BACKEND_URL"], workspace.rsplit("/", 1)[-1])
+        torn = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace))
         hint = f"an interrupted run left {torn[0]} empty: run `devstack recover -w {workspace}`" if torn else ""
         raise EngineError("open", f"stack {workspace!r}", cli_error(err), hint) from err
 
@@ -162,8 +172,8 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s]+):[^@\s]+@|([?&]password=)[^&\s]+")
 
 
 def short_name(stack: auto.Stack) -> str:
-    """The stack's own name, `local` for `organization/local` too: URNs and `Pulumi.<stack>.yaml` use it."""
-    return stack.name.rsplit("/", 1)[-1]
+    """The stack's own name (short_stack_name)."""
+    return short_stack_name(stack.name)
 
 
 def hide_passwords(text: str) -> str:
@@ -806,10 +816,9 @@ def recover(
     (setting the credentials the ledger records) and creates the rest; until
     then gc sees those as orphans. Nothing is created or dropped in an engine.
     """
-    if not STACK_NAME.fullmatch(workspace):  # before any file is touched
-        open_stack(workspace, backend_url, work_dir, env=env)
+    require_stack_name(workspace)  # before any file is touched
     variables = stack_env(backend_url, env)
-    repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], workspace.rsplit("/", 1)[-1])
+    repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace))
     for path in repaired:
         path.unlink()
     stack = open_stack(workspace, backend_url, work_dir, env=env)

@@ -179,14 +179,18 @@ class RoleRow:
     inherit: bool
     connection_limit: int
     comment: str | None
-    member_of: tuple[str, ...]
+    #: (name, marker) of each role it is a member of: what it inherits.
+    groups: tuple[tuple[str, str | None], ...] = ()
     #: Server-wide attributes it has (SUPERUSER, CREATEROLE ...): devstack gives a tenant role none.
     powers: tuple[str, ...] = ()
     #: (name, marker) of each role that is a member of it, so inherits what it may do (the admin and
     #: superusers left out).
     members: tuple[tuple[str, str | None], ...] = ()
-    #: (name, marker) of each role it is a member of (member_of with markers): what it inherits.
-    groups: tuple[tuple[str, str | None], ...] = ()
+
+    @property
+    def member_of(self) -> tuple[str, ...]:
+        """The names of its groups."""
+        return tuple(group for group, _ in self.groups)
 
     def breached(self, owner: str) -> bool:
         """Whether it reaches past project `owner`: a server-wide power, a member from outside the project,
@@ -236,8 +240,7 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
         return None
     groups = tuple(tuple(json.loads(group)) for group in row[4])
     members = tuple(tuple(json.loads(member)) for member in row[6])
-    return RoleRow(name, row[0], row[1], row[2], row[3], tuple(group for group, _ in groups), tuple(row[5]),
-                   members, groups)
+    return RoleRow(name, row[0], row[1], row[2], row[3], groups, tuple(row[5]), members)
 
 
 def _contain(conn: psycopg.Connection, row: RoleRow, owner: str) -> None:
