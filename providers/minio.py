@@ -145,6 +145,25 @@ def _user_info(instance: SharedInstance, admin: MinioAdmin, user: str) -> dict[s
         raise
 
 
+class _AdminCall:
+    """An admin API path minio-py has no method for; its signer takes any path with a `value`."""
+
+    def __init__(self, path: str) -> None:
+        self.value = path
+
+
+def _end_sessions(admin: MinioAdmin, user: str) -> None:
+    """Revoke every temporary (STS) credential of `user`.
+
+    Any user may mint them with AssumeRole, for up to a year, and no policy can
+    deny it. They would outlive a rotation, and MinIO keeps them when the user
+    is removed: a user made later under the same name (another project's key,
+    say) would bring them back with its own policy.
+    """
+    admin._url_open(method="POST", command=_AdminCall("revoke-tokens/builtin"),
+                    query_params={"user": user, "fullRevoke": "true"})
+
+
 def _service_accounts(admin: MinioAdmin, user: str) -> list[str]:
     accounts = json.loads(admin.list_service_account(user) or "{}").get("accounts") or []
     return [account["accessKey"] if isinstance(account, dict) else account for account in accounts]
@@ -327,7 +346,8 @@ class AccessKey(s3.GuardedKind):
         self._refuse_foreign_buckets_in_reach(instance, ident)
         made = _user_info(instance, admin, key) is None
         secret = _secret(ident, key, spec, props.get("credentials", "predictable"))
-        self._converge(instance, admin, ident, key, secret, props.get("stack"))
+        # No session minted before this create is the ledger's: a new user's are an earlier one's.
+        self._converge(instance, admin, ident, key, secret, props.get("stack"), end_sessions=True)
         # Checked again now that the policy (which marks the key) stands: see MinioBucket.create_resource.
         try:
             self._refuse_foreign_buckets_in_reach(instance, ident)
@@ -346,7 +366,9 @@ class AccessKey(s3.GuardedKind):
         # A generated secret survives any update but a new rotation or credential policy.
         unchanged = (old.get("credentials"), old_rotation) == (new.get("credentials"), spec.rotation)
         secret = _secret(ident, key, spec, new.get("credentials", "predictable"), old.get("secretKey") if unchanged else None)
-        self._converge(instance, admin_client(instance), ident, key, secret, new.get("stack"))
+        # A new secret ends the sessions the old one minted, as it ends the old secret.
+        self._converge(instance, admin_client(instance), ident, key, secret, new.get("stack"),
+                       end_sessions=secret != old.get("secretKey"))
         return self._attributes(instance, key, secret)
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
@@ -364,6 +386,7 @@ class AccessKey(s3.GuardedKind):
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
         key = access_key_name(ident.name, ident.owner)
         admin = admin_client(instance)
+        _end_sessions(admin, key)  # before the user: MinIO keeps them past it
         _ignore_missing(lambda: admin.user_remove(key), "XMinioAdminNoSuchUser")
         # After the user: MinIO refuses to remove a policy that is still attached.
         _ignore_missing(lambda: admin.policy_remove(policy_name(key)), "XMinioAdminNoSuchPolicy")
@@ -392,11 +415,13 @@ class AccessKey(s3.GuardedKind):
 
     @staticmethod
     def _converge(instance: SharedInstance, admin: MinioAdmin, ident: Identity, key: str, secret: str,
-                  stack: str | None) -> None:
-        """Policy, user (secret, enabled), the one attachment, no group and no service account;
-        each call idempotent."""
+                  stack: str | None, *, end_sessions: bool = False) -> None:
+        """Policy, user (secret, enabled), the one attachment, no group and no service account
+        (and, with `end_sessions`, no temporary credential); each call idempotent."""
         admin.policy_add(policy_name(key), policy=tenant_policy(ident, stack))
         admin.user_add(key, secret)  # creates, or resets secret and status of, the user
+        if end_sessions:
+            _end_sessions(admin, key)
         admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached
         for group in (_user_info(instance, admin, key) or {}).get("memberOf") or []:
             admin.group_remove(group, [key])

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 from minio.credentials import StaticProvider
@@ -358,6 +359,39 @@ def test_rotation_changes_the_secret_in_place(owner, buckets, keys):
     assert rotated["secretKey"] != outs["secretKey"]
     assert denied(lambda: as_key(outs).list_buckets())
     as_key(rotated).list_buckets()
+
+
+def session_of(outs: dict):
+    """An S3 client on temporary credentials the key minted for itself (STS AssumeRole, which MinIO lets
+    every user call and no policy can deny), valid for a day."""
+    sts = aws("sts", ENDPOINT, outs["accessKey"], outs["secretKey"])
+    minted = sts.assume_role(RoleArn="arn:minio:iam:::role/any", RoleSessionName="tenant", DurationSeconds=86400)["Credentials"]
+    return boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1", aws_access_key_id=minted["AccessKeyId"],
+                        aws_secret_access_key=minted["SecretAccessKey"], aws_session_token=minted["SessionToken"])
+
+
+def test_temporary_credentials_end_with_a_rotation_and_a_purge(owner, buckets, keys, configure):
+    """A rotation ends what the old secret minted; a purge ends it for good, so a key made later under the
+    same user name (another project's: `<owner>`'s key `b` and `<owner>-b`'s own are one MinIO user) does
+    not bring it back with the new key's reach."""
+    bucket = buckets()["bucket"]
+    provider, outs = keys("b", credentials="generated")
+    inputs = provider.check({}, props("minio", "objects", "access_key", "b", owner, {}, credentials="generated")).inputs
+    session = session_of(outs)
+    session.put_object(Bucket=bucket, Key="k", Body=b"v")  # it works, with the key's reach
+    kept = provider.update("id", outs, {**inputs, "purge": True}).outs
+    session.list_objects_v2(Bucket=bucket)  # an update that keeps the secret keeps the sessions
+    rotated = provider.update("id", kept, {**inputs, "purge": True, "params": {"rotation": 1}}).outs
+    assert denied(lambda: session.list_objects_v2(Bucket=bucket))
+
+    later = session_of(rotated)
+    provider.delete("id", {**rotated, "purge": True})
+    other = f"{owner}-b"
+    theirs = buckets(project=other)["bucket"]
+    _, reused = keys(project=other)
+    assert reused["accessKey"] == outs["accessKey"]  # the same MinIO user as the purged one
+    as_key(reused).put_object(Bucket=theirs, Key="theirs", Body=b"B's data")
+    assert denied(lambda: later.get_object(Bucket=theirs, Key="theirs"))
 
 
 def test_access_key_drift_is_read_and_repaired(owner, buckets, keys, minio_admin):
