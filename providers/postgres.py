@@ -88,6 +88,18 @@ def namespaced_role(name: str, owner: str) -> str:
     return role_identifier(f"{owner}_{name}")
 
 
+#: Settings every admin session pins. A tenant owns its database and may `ALTER DATABASE ... SET`
+#: anything a user may set, for every session there, the admin's included (a client's own settings
+#: win): a search_path putting its functions and operators ahead of PostgreSQL's would run them as
+#: superuser; a `role` would run the admin's statements as another project's role; read-only
+#: transactions or tiny timeouts would make another project's purge fail in its database.
+ADMIN_SESSION = " ".join(f"-c {setting}" for setting in (
+    "search_path=pg_catalog,pg_temp", "role=none", "default_transaction_read_only=off",
+    r"default_transaction_isolation=read\ committed", "statement_timeout=0", "lock_timeout=0",
+    "idle_in_transaction_session_timeout=0",
+))
+
+
 @contextmanager
 def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iterator[psycopg.Connection]:
     """An autocommit admin connection; EngineUnavailable when the server does not answer."""
@@ -100,9 +112,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             dbname=dbname,
             autocommit=True,
             connect_timeout=5,
-            # A tenant owns its database and may set its search_path, putting its own functions and
-            # operators ahead of PostgreSQL's: the admin's queries would then run them as superuser.
-            options="-c search_path=pg_catalog,pg_temp",
+            options=ADMIN_SESSION,
         )
     except psycopg.OperationalError as err:
         refused = "password authentication failed" in str(err)  # it runs: the admin secret is wrong
@@ -511,6 +521,7 @@ class Database(KindProvider):
             if not _database_exists(conn, database):
                 # A drop cut short after DROP DATABASE: its LOGIN role (with a password) must go too.
                 if _project_role_is_ours(conn, ident) and not _owns_a_database(conn, role):
+                    _release_role(instance, conn, role, None)
                     conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
                 raise NotFound("drop", f"database {ident}", "it does not exist")
             # Re-created by someone else since the last refresh: never drop theirs.
@@ -523,9 +534,11 @@ class Database(KindProvider):
             )
             force = sql.SQL(" WITH (FORCE)") if FEATURES["drop_database_force"](_major(conn)) else sql.SQL("")
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
-            # The role may own other databases of the same project; keep it then.
-            if not _owns_a_database(conn, role):
-                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+            # The role may own other databases of the same project; keep it then. Another project
+            # may have granted it something in its own database, which would block the drop for good.
+            if not _owns_a_database(conn, role) and role_row(conn, role) is not None:
+                _release_role(instance, conn, role, None)
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None

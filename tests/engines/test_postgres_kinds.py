@@ -614,6 +614,43 @@ def test_users_of_one_project_cannot_reach_another_projects_database(user, datab
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(other)))
 
 
+def test_grants_from_another_projects_database_never_block_a_purge(database, user, owner, admin_conn):
+    """A tenant may grant its tables to any role, another project's too: that project's purge must still
+    drop its roles (LOGIN, with a password), not fail on the grant at every up."""
+    other = f"{owner}b"
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    theirs = database.create(props("postgres", "pg", "database", other, other)).outs
+    their_user = user.create(props("postgres", "pg", "user", "app", other)).outs
+    with connect(mine) as tenant:
+        tenant.execute("CREATE TABLE bait (x int)")
+        tenant.execute(sql.SQL("GRANT SELECT ON bait TO {}, {}").format(sql.Identifier(other), sql.Identifier(their_user["user"])))
+    user.delete("id", {**their_user, "purge": True})
+    database.delete("id", {**theirs, "purge": True})
+    left = admin_conn.execute("SELECT rolname FROM pg_roles WHERE rolname IN (%s, %s)", (other, their_user["user"]))
+    assert left.fetchall() == []
+    with connect(mine) as tenant:  # the granting project's table stays
+        assert tenant.execute("SELECT count(*) FROM bait").fetchone() == (0,)
+
+
+def test_a_tenants_database_settings_never_steer_the_admins_sessions(database, user, owner, admin_conn):
+    """The owner of a database may `ALTER DATABASE ... SET` a role, read-only transactions or timeouts for
+    every session there, the admin's too: another project's purge, which takes back what was granted to
+    its user in this database, must run there as the admin and succeed."""
+    other = f"{owner}b"
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    database.create(props("postgres", "pg", "database", other, other))
+    their_user = user.create(props("postgres", "pg", "user", "app", other)).outs
+    with connect(mine) as tenant:
+        tenant.execute("CREATE TABLE bait (x int)")
+        tenant.execute(sql.SQL("GRANT SELECT ON bait TO {}").format(sql.Identifier(their_user["user"])))
+        for setting in (sql.SQL("role = {}").format(sql.Literal(other)), sql.SQL("default_transaction_read_only = on"),
+                        sql.SQL("lock_timeout = 1"), sql.SQL("statement_timeout = 1")):
+            tenant.execute(sql.SQL("ALTER DATABASE {} SET ").format(sql.Identifier(owner)) + setting)
+    user.delete("id", {**their_user, "purge": True})
+    assert role_facts(admin_conn, their_user["user"]) is None
+    assert database.read("id", mine).outs["isolated"] is True  # a refresh there reads as the admin
+
+
 def test_two_stacks_in_parallel_never_collide(configure, owner, admin_conn, cleanup):
     """5 rounds x 4 threads: two provider instances (two stacks) race on one project's database, role and users."""
     stacks = [(configure(Database()), configure(Role()), configure(User())) for _ in range(2)]
