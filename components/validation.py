@@ -112,12 +112,14 @@ def _shown(value: Any, limit: int = 60) -> str:
 
 
 def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_display: str,
-             config_is_set: Callable[[str], bool] | None = None) -> Validated:
+             config_is_set: Callable[[str], bool] | None = None,
+             config_is_secret: Callable[[str], bool] | None = None) -> Validated:
     """Validate the workspace and all its projects; raise WorkspaceInvalid listing every problem.
 
     With `config_is_set` (is `devstack:<key>` set in the stack config?), also check that every
     instance a resource uses has its admin password there: without it, an up would create the
-    other instances' resources and fail on these.
+    other instances' resources and fail on these. With `config_is_secret`, also that every admin
+    password set there is a secret.
     """
     ws_report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
     try:
@@ -159,20 +161,32 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         located.append((project, relative, report.file))
     problems += _reach_clashes(located, workspace)
     if config_is_set is not None:
-        problems += _missing_admin_secrets(workspace, used, config_is_set, stack_file, stack_display)
+        problems += _admin_secret_problems(workspace, used, config_is_set, config_is_secret, stack_file, stack_display)
     if problems:
         raise WorkspaceInvalid(problems)
     return Validated(workspace, projects)
 
 
-def _missing_admin_secrets(workspace: WorkspaceConfig, used: set[str], config_is_set: Callable[[str], bool],
-                           stack_file: YamlFile | None, stack_display: str) -> list[Problem]:
+def _admin_secret_problems(workspace: WorkspaceConfig, used: set[str], config_is_set: Callable[[str], bool],
+                           config_is_secret: Callable[[str], bool] | None, stack_file: YamlFile | None,
+                           stack_display: str) -> list[Problem]:
+    """A used instance without its admin password; an admin password in plaintext (`pulumi config set`
+    without --secret, or the automation API's ConfigValue without secret=True): it would sit unencrypted
+    in the stack config and in the provider's state."""
     report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
     for name, instance in workspace.shared.items():
-        if name in used and not config_is_set(instance.admin_secret):
+        key = instance.admin_secret
+        if not config_is_set(key):
+            if name in used:
+                report.add(("shared", name, "adminSecret"),
+                           f"config key devstack:{key} is not set (store the {instance.engine} admin "
+                           f"password there: pulumi config set --secret devstack:{key} ...)")
+        elif config_is_secret is not None and not config_is_secret(key):
             report.add(("shared", name, "adminSecret"),
-                       f"config key devstack:{instance.admin_secret} is not set (store the {instance.engine} admin "
-                       f"password there: pulumi config set --secret devstack:{instance.admin_secret} ...)")
+                       f"config key devstack:{key} holds the {instance.engine} admin password in plaintext, which "
+                       f"would be kept unencrypted in the stack config and the state (set it again as a secret: "
+                       f"pulumi config set --secret devstack:{key}, the value on stdin; from Python, "
+                       f"ConfigValue(..., secret=True))")
     return report.problems
 
 

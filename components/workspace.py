@@ -20,7 +20,8 @@ def load_workspace(root: Path, stack: str, config: pulumi.Config | None = None) 
     raw = parse_object(config.require_object("workspace"))
     display = stack_config_file(root, stack)
     return validate(raw, root, load_yaml_if_usable(root / display, display), display,
-                    config_is_set=lambda key: config.get(key) is not None)
+                    config_is_set=lambda key: config.get(key) is not None,
+                    config_is_secret=lambda key: pulumi.runtime.is_config_secret(config.full_key(key)))
 
 
 class Workspace(pulumi.ComponentResource):

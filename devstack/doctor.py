@@ -386,13 +386,15 @@ class Report:
 
 
 def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN_DIR,
-             unreadable: frozenset[str] = frozenset()) -> Report:
+             unreadable: frozenset[str] = frozenset(), plaintext: frozenset[str] | None = None) -> Report:
     """The doctor's report for a stack's config (keys `devstack:...`, secrets decrypted) and files under `root`.
 
-    `unreadable`: keys set in the config whose (secret) values could not be read; they count as set."""
+    `unreadable`: keys set in the config whose (secret) values could not be read; they count as set.
+    `plaintext`: the keys the config file holds unencrypted (None: not known)."""
     raw = parse_object(config.get("devstack:workspace")) or {}
     declared, problems = _declarations(
-        raw, root, stack, lambda key: config.get(f"devstack:{key}") is not None or f"devstack:{key}" in unreadable)
+        raw, root, stack, lambda key: config.get(f"devstack:{key}") is not None or f"devstack:{key}" in unreadable,
+        None if plaintext is None else lambda key: f"devstack:{key}" not in plaintext)
     try:
         name = WorkspaceConfig.model_validate(raw).name
         shared = instances_from_config(config)
@@ -404,8 +406,8 @@ def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN
     return Report(name, toolchain(bin_dir), instances, problems)
 
 
-def _declarations(raw: dict[str, Any], root: Path, stack: str,
-                  config_is_set: Callable[[str], bool]) -> tuple[dict[str, list[str]], list[str]]:
+def _declarations(raw: dict[str, Any], root: Path, stack: str, config_is_set: Callable[[str], bool],
+                  config_is_secret: Callable[[str], bool] | None) -> tuple[dict[str, list[str]], list[str]]:
     """Kinds each instance's declarations use, and the problems `pulumi preview` would report."""
     declared: dict[str, list[str]] = {}
     for relative in (raw.get("projects") or [] if isinstance(raw, dict) else []):
@@ -417,7 +419,8 @@ def _declarations(raw: dict[str, Any], root: Path, stack: str,
             if isinstance(item, dict) and isinstance(item.get("uses"), str):
                 declared.setdefault(item["uses"], []).append(str(item.get("kind")))
     try:
-        validate(raw, root, None, stack_config_file(root, short_stack_name(stack)), config_is_set=config_is_set)
+        validate(raw, root, None, stack_config_file(root, short_stack_name(stack)), config_is_set=config_is_set,
+                 config_is_secret=config_is_secret)
     except WorkspaceInvalid as invalid:
         return declared, [str(p) for p in invalid.problems]
     return declared, []
@@ -452,7 +455,8 @@ def _run(args: argparse.Namespace) -> int:
     except DevstackError as err:
         print(err, file=sys.stderr)
         return err.exit_code
-    report = diagnose(config, root, args.workspace, unreadable=unreadable)
+    plaintext = frozenset(_plain_config(root, args.workspace)[0])
+    report = diagnose(config, root, args.workspace, unreadable=unreadable, plaintext=plaintext)
     print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     return 0 if report.ok else 1
 

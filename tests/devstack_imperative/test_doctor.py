@@ -145,6 +145,21 @@ def test_a_missing_admin_password_is_a_declaration_problem_as_in_preview(admin, 
     assert any(f"shared.aws.adminSecret: config key devstack:{secret} is not set" in p for p in report.problems)
 
 
+def test_an_admin_password_in_plaintext_fails_the_preview_and_the_report(scratch):
+    from pulumi import automation as auto
+
+    password = scratch.admin["postgres"].password
+    scratch.stack.set_config("devstack:pgAdmin", auto.ConfigValue(password))  # no secret=True
+    with pytest.raises(auto.errors.CommandError) as failed:
+        scratch.stack.preview()
+    assert "shared.pg.adminSecret: config key devstack:pgAdmin holds the postgres admin password in plaintext" in str(failed.value)
+    code, out, _ = scratch.verb("doctor", yes=False)
+    assert code == 1 and "devstack:pgAdmin holds the postgres admin password in plaintext" in out
+    scratch.stack.set_config("devstack:pgAdmin", auto.ConfigValue(password, secret=True))
+    code, out, err = scratch.verb("doctor", yes=False)
+    assert code == 0, out + err
+
+
 @pytest.fixture
 def broken_cli(monkeypatch):
     """`pulumi` cannot run: the stack (and its secrets) cannot be opened."""

@@ -588,6 +588,25 @@ def test_admin_secret_of_an_instance_in_use_must_be_set(tmp_path):
                                                               "resources[1].kind"]
 
 
+def test_an_admin_password_in_plaintext_is_a_problem_used_or_not(tmp_path):
+    """`pulumi config set` without --secret (or ConfigValue without secret=True) would keep it unencrypted
+    in the stack config and in the provider's state."""
+    workspace = {**ALL_ENGINES, "projects": ["p0/devstack.yaml"]}
+    path = tmp_path / "p0" / "devstack.yaml"
+    path.parent.mkdir()
+    path.write_text(db())
+    secret = {"pgAdmin", "cacheAdmin"}
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate(workspace, tmp_path, None, "stacks/Pulumi.test.yaml", config_is_set=lambda key: key in secret | {"objectsAdmin"},
+                 config_is_secret=lambda key: key in secret)
+    (problem,) = raised.value.problems  # objects is unused, but its password is in the file all the same
+    assert problem.path == "config.devstack:workspace.shared.objects.adminSecret"
+    assert "devstack:objectsAdmin holds the minio admin password in plaintext" in problem.message
+    assert "pulumi config set --secret devstack:objectsAdmin" in problem.message
+    assert validate(workspace, tmp_path, None, "x", config_is_set=lambda key: key in secret,
+                    config_is_secret=lambda key: key in secret).projects
+
+
 def test_valid_project_passes_and_defaults_names(tmp_path):
     text = db() + "services:\n  api:\n    uses: [pg]\n    env:\n      import:\n        - from: pg/database\n          vars: {URL: dsn}\n"
     path = tmp_path / "ok" / "devstack.yaml"
