@@ -56,7 +56,7 @@ def login_password(ident: Identity, login: str, new: Mapping[str, Any], old: Map
     Kept across updates unless the policy or the `rotation` param changed; a
     new rotation value derives (predictable) or draws (generated) a new one.
     """
-    rotation = (new.get("params") or {}).get("rotation")
+    rotation = _rotation((new.get("params") or {}).get("rotation"))  # `1`, never Pulumi's `1.0`: anyone can derive it
     principal = login if rotation is None else f"{login}#rotation={rotation}"
     same = old is not None and old.get("credentials") == new.get("credentials") and (
         (old.get("params") or {}).get("rotation") == rotation

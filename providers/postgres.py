@@ -196,6 +196,13 @@ class RoleRow:
     #: (name, marker) of each role that is a member of it, so inherits what it may do (the admin and
     #: superusers left out).
     members: tuple[tuple[str, str | None], ...] = ()
+    #: Its password has expired (VALID UNTIL in the past): it no longer logs in with any.
+    expired: bool = False
+
+    @property
+    def logs_in(self) -> bool:
+        """LOGIN, and a password that has not expired."""
+        return self.login and not self.expired
 
     @property
     def member_of(self) -> tuple[str, ...]:
@@ -241,7 +248,8 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
                -- who reach everything anyway.
                ARRAY(SELECT json_build_array(u.rolname, shobj_description(u.oid, 'pg_authid'))::text
                      FROM pg_auth_members m JOIN pg_roles u ON u.oid = m.member
-                     WHERE m.roleid = r.oid AND u.rolname <> current_user AND NOT u.rolsuper ORDER BY 1)
+                     WHERE m.roleid = r.oid AND u.rolname <> current_user AND NOT u.rolsuper ORDER BY 1),
+               coalesce(r.rolvaliduntil < now(), false)
         FROM pg_roles r WHERE r.rolname = %s
         """,
         (name,),
@@ -250,7 +258,7 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
         return None
     groups = tuple(tuple(json.loads(group)) for group in row[4])
     members = tuple(tuple(json.loads(member)) for member in row[6])
-    return RoleRow(name, row[0], row[1], row[2], row[3], groups, tuple(row[5]), members)
+    return RoleRow(name, row[0], row[1], row[2], row[3], groups, tuple(row[5]), members, row[7])
 
 
 def _contain(conn: psycopg.Connection, row: RoleRow, owner: str) -> None:
@@ -273,8 +281,9 @@ def _password_literal(conn: psycopg.Connection, role: str, password: str) -> sql
 
 
 def _set_password(conn: psycopg.Connection, role: str, password: str) -> None:
+    """The project's role logs in with `password`, whatever was changed out of band (an expiry, a limit)."""
     conn.execute(
-        sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
+        sql.SQL("ALTER ROLE {} WITH LOGIN CONNECTION LIMIT -1 VALID UNTIL 'infinity' PASSWORD {}").format(
             sql.Identifier(role), _password_literal(conn, role, password)
         )
     )
@@ -445,10 +454,15 @@ class Database(KindProvider):
             owner_role, marker, role_marker, encoding, collate, connection_limit, isolated = row
             owner = database_owner(marker, owner_role, role_marker)
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
+            logs_in = True
             if owner is not None:  # never open sessions in a database we do not manage
                 params["extensions"] = _managed_extensions(instance, database)
-                isolated = isolated and not role_row(conn, owner_role).breached(owner)
-        return Observed(owner=owner, params=params, attributes={"user": owner_role, "isolated": isolated})
+                row = role_row(conn, owner_role)
+                isolated = isolated and not row.breached(owner)
+                # The login of the database's DSN: NOLOGIN, an expired password or a limit of the role's
+                # own (0 refuses every session) break it while the password still matches.
+                logs_in = row.logs_in and row.connection_limit == -1
+        return Observed(owner=owner, params=params, attributes={"user": owner_role, "isolated": isolated, "login": logs_in})
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -508,7 +522,7 @@ class Database(KindProvider):
                                "run `pulumi refresh`, then `pulumi up` to create it again")
             self._check_database_owner(conn, ident, database, "update")
             _check_extensions(conn, ident, spec.extensions)
-            if password != old.get("password") or old.get("passwordInSync") is False:
+            if password != old.get("password") or False in (old.get("passwordInSync"), old.get("login")):
                 _set_password(conn, role, password)
             self._converge(conn, database, role, spec, marker, ident.owner)
             _drop_extensions(instance, ident, database, sorted(removed))
@@ -544,7 +558,7 @@ class Database(KindProvider):
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None
         drifted = ["user"] if olds.get("user") not in (None, expected_user) else []
         # CONNECT or TEMPORARY granted to PUBLIC again: other projects' logins could get in.
-        return drifted + (["isolated"] if olds.get("isolated") is False else [])
+        return drifted + [attribute for attribute in ("isolated", "login") if olds.get(attribute) is False]
 
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool:
         return password_works(instance, user, password)
@@ -593,7 +607,7 @@ class Database(KindProvider):
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "user": role, "database": database, "password": password,
-                "isolated": True, "passwordInSync": True}
+                "isolated": True, "login": True, "passwordInSync": True}
 
 
 #: Roles other than the owner granted CONNECT or TEMPORARY on a database: devstack grants none.
@@ -853,7 +867,7 @@ class User(_ProjectRoleKind):
         return Observed(
             owner=row.owner,
             params={"connection_limit": row.connection_limit},
-            attributes={"user": row.name, "login": row.login, "member_of": list(row.member_of),
+            attributes={"user": row.name, "login": row.logs_in, "member_of": list(row.member_of),
                         "isolated": not row.breached(row.owner or "")},
         )
 
@@ -915,7 +929,7 @@ class User(_ProjectRoleKind):
                 if row is None:
                     conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
                 conn.execute(
-                    sql.SQL("ALTER ROLE {} WITH LOGIN INHERIT CONNECTION LIMIT {} PASSWORD {}").format(
+                    sql.SQL("ALTER ROLE {} WITH LOGIN INHERIT CONNECTION LIMIT {} VALID UNTIL 'infinity' PASSWORD {}").format(
                         sql.Identifier(name), sql.Literal(spec.connection_limit), _password_literal(conn, name, password)
                     )
                 )

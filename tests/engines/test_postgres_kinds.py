@@ -282,6 +282,31 @@ def test_password_reset_outside_is_drift_and_set_again(kind, database, user, own
     assert provider.read("id", updated).outs["passwordInSync"] is True
 
 
+@pytest.mark.parametrize("change", ["VALID UNTIL '2000-01-01'", "NOLOGIN", "CONNECTION LIMIT 0"])
+@pytest.mark.parametrize("kind", ["database", "user"])
+def test_a_login_disabled_outside_is_drift_and_enabled_again(kind, change, database, user, owner, admin_conn):
+    """The password still matches, but the DSN no longer logs in: an expired password, NOLOGIN, or no
+    connections allowed (the database's role has no limit of its own; a user's is its param)."""
+    provider = {"database": database, "user": user}[kind]
+    inputs = provider.check({}, props("postgres", "pg", kind, owner if kind == "database" else "app", owner)).inputs
+    if kind == "user":
+        database.create(props("postgres", "pg", "database", owner, owner))
+    outs = provider.create(inputs).outs
+    admin_conn.execute(sql.SQL("ALTER ROLE {} ").format(sql.Identifier(outs["user"])) + sql.SQL(change))
+    with pytest.raises(psycopg.OperationalError):
+        connect({**outs, "database": owner}).close()
+    refreshed = provider.read("id", outs).outs
+    if change == "CONNECTION LIMIT 0" and kind == "user":  # a param of its own: the usual param drift
+        assert refreshed["params"]["connection_limit"] == 0
+    else:
+        assert refreshed["login"] is False
+    diff = provider.diff("id", refreshed, inputs)
+    assert diff.changes and diff.replaces == []
+    updated = provider.update("id", refreshed, inputs).outs
+    connect({**updated, "database": owner}).close()
+    assert provider.diff("id", provider.read("id", updated).outs, inputs).changes is False
+
+
 def test_database_drift_owner_changed_and_encoding_replaces(database, owner, admin_conn):
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs

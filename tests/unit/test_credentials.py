@@ -45,6 +45,8 @@ def test_a_predictable_login_derives_a_new_password_per_rotation_value():
     plain, one = (login_password(SHOP, "shop_app", login("predictable", r)) for r in (None, 1))
     assert plain == predictable_password(SHOP, "shop_app") and one != plain
     assert login_password(SHOP, "shop_app", login("predictable", 1)) == one  # anyone can derive it again
+    # From the value declared, not the float Pulumi hands the provider (`rotation: 1` arrives as 1.0).
+    assert login_password(SHOP, "shop_app", login("predictable", 1.0)) == one == predictable_password(SHOP, "shop_app#rotation=1")
 
 
 def test_rotation_accepts_integers_and_short_strings_only():
