@@ -83,6 +83,8 @@ class KindProvider(ResourceProvider):
     Spec: ClassVar[type[BaseModel]]
     #: Params that the engine cannot change after creation: a change replaces.
     create_only: ClassVar[frozenset[str]] = frozenset()
+    #: Whether a replacement over a create-only change moves a retained resource instead of meeting it.
+    retained_replacement_moves: ClassVar[bool] = False
     #: Output attributes a resource of this kind exports (connection details).
     attributes: ClassVar[tuple[str, ...]] = ()
     #: Attributes that must be stored encrypted in the state.
@@ -233,7 +235,7 @@ class KindProvider(ResourceProvider):
             return None
         return to_jsonable_python(field.get_default(call_default_factory=True))
 
-    def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
         """(param, reason) for each create-only value the engine would refuse to create. Asked by check
         only when such a value changes: a replacement drops the old resource first, and must not drop it
         for one that cannot be made."""
@@ -275,12 +277,35 @@ class KindProvider(ResourceProvider):
                 CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"])
                 for e in err.errors()
             )
+        if not failures:
+            failures += self._retained_replacements(_olds, inputs)
         if not failures and self._replaces_create_only(_olds, inputs["params"]):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
             failures.extend(CheckFailure(f"params.{param}", reason)
-                            for param, reason in self.refusals(self._instance(ident, "check"), spec))
+                            for param, reason in self.refusals(self._instance(ident, "check"), ident, spec))
         return CheckResult(inputs, failures)
+
+    def _retained_replacements(self, olds: dict[str, Any], inputs: dict[str, Any]) -> list[CheckFailure]:
+        """A create-only value changed on a resource Pulumi will delete with `purge: false` (its settings
+        as they were): the delete keeps it, and the replacement's create finds it with the old value and
+        refuses to adopt it, part-way through the up. Said here, so the preview fails instead.
+
+        Only a value that was set: an unset one (a Redis index's pin) may already hold what is asked."""
+        old_params = olds.get("params") if olds else None
+        if (self.retained_replacement_moves or not isinstance(old_params, dict) or olds.get("purge")
+                or any(olds.get(name) != inputs.get(name) for name in Identity.field_names())):
+            return []
+        failures = []
+        for key in sorted(self.create_only):
+            if old_params.get(key) is not None and old_params.get(key) != inputs["params"].get(key):
+                field = self.Spec.model_fields.get(key)
+                param, value = (field.alias if field else None) or key, json.dumps(_whole(old_params[key]))
+                failures.append(CheckFailure(
+                    f"params.{param}", f"cannot change from {value} while the {self.kind} is retained (purge: false): "
+                    f"its replacement would find it as it is and refuse it (to make it anew with another value, "
+                    f"its data dropped, first set `purge: true` keeping {param}: {value} and run `pulumi up`)"))
+        return failures
 
     def _replaces_create_only(self, olds: dict[str, Any], params: dict[str, Any]) -> bool:
         """Whether these params change a create-only value of an existing resource (`olds`: its inputs)."""
@@ -478,6 +503,11 @@ class LazyModule:
 
     def __repr__(self) -> str:
         return f"<lazy module {self._name!r}>"
+
+
+def _whole(value: Any) -> Any:
+    """A number as declared: Pulumi hands every number back as a float (`3` as 3.0)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, Any], fixed: frozenset[str],

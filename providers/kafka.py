@@ -523,7 +523,7 @@ class Topic(KafkaKind):
             return [CheckFailure("params.partitions", partitions_shrink(int(old), params["partitions"]))]
         return []
 
-    def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
         assert isinstance(spec, TopicSpec)
         brokers = len(admin_client(instance).list_topics(topic=MARKER_TOPIC, timeout=REQUEST_TIMEOUT).brokers)
         if spec.replication_factor > brokers:

@@ -299,6 +299,11 @@ def run(instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
     return _SESSIONS.run(instance, work)
 
 
+async def _clustered(session: Session) -> bool:
+    # The server's INFO names its cluster only when it has one (nats-py keeps INFO only here).
+    return "cluster" in session.nc._server_info
+
+
 #: JetStream error codes whose cause is the declaration, not the server.
 _SPEC_ERRORS = {
     10065: "its subjects overlap those of another stream; give each stream its own subjects under the project's prefix",
@@ -370,6 +375,13 @@ class NatsKind(KindProvider):
 
     def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
         """Owner-dependent checks of validated (normalized) params."""
+        return []
+
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
+        replicas = getattr(spec, "replicas", 1)
+        if replicas > 1 and not run(instance, _clustered):
+            return [("replicas", f"{replicas} replicas need a clustered server and the one at {instance.address} is a "
+                                 f"single server; the {self.kind} was not replaced (set replicas: 1)")]
         return []
 
     @staticmethod

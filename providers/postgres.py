@@ -418,7 +418,7 @@ class Database(KindProvider):
     def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
         return (Role.object_named(host, port, tenant_role(owner)),)
 
-    def refusals(self, instance: SharedInstance, spec: BaseModel) -> list[tuple[str, str]]:
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
         assert isinstance(spec, DatabaseSpec)
         with admin_connection(instance) as conn:
             try:

@@ -180,6 +180,26 @@ if pinned >= 0 then return {'taken', tostring(pinned)} end
 return {'full', tostring(count)}
 """
 
+# Whether ALLOCATE could pin index ARGV[1] for field ARGV[2]: 'ours' (it holds it), 'allocated' (another
+# declaration does), 'keys' (devstack did not put them there) or 'free'.
+PROBE = """
+local index, field = tonumber(ARGV[1]), ARGV[2]
+redis.call('SELECT', 0)
+local fields = redis.call('HGETALL', KEYS[1])
+for i = 1, #fields, 2 do
+  local ok, entry = pcall(cjson.decode, fields[i + 1])
+  if ok and type(entry) == 'table' and entry['managed-by'] == 'devstack' and tonumber(entry.db) == index then
+    if fields[i] == field then return 'ours' end
+    return 'allocated'
+  end
+end
+redis.call('SELECT', index)
+local size = redis.call('DBSIZE')
+redis.call('SELECT', 0)
+if size > 0 then return 'keys' end
+return 'free'
+"""
+
 # Atomic purge: empty the index, then free it, only when the marker is the owner's.
 RELEASE = """
 redis.call('SELECT', 0)
@@ -227,6 +247,22 @@ class RedisIndex(KindProvider):
             return value is None or value == live.get("db")
         return super().holds(param, value, live)
 
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
+        assert isinstance(spec, RedisIndexSpec)
+        if spec.index is None:
+            return []
+        with admin_client(instance) as client:
+            count = int(client.config_get("databases")["databases"])
+            if spec.index >= count:
+                return [("index", f"{_out_of_range(spec.index, count)}; the index was not replaced "
+                                  f"(pick one from 1 to {count - 1}, or leave it unset)")]
+            found = client.register_script(PROBE)(keys=[ALLOCATIONS_KEY],
+                                                  args=[spec.index, self.engine_name(ident.name, ident.owner)])
+        if found in ("allocated", "keys"):
+            return [("index", f"{_taken(spec.index)}; the index was not replaced (pick another params.index "
+                              f"or leave it unset)")]
+        return []
+
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         with admin_client(instance) as client:
             text = client.hget(ALLOCATIONS_KEY, self.engine_name(ident.name, ident.owner))
@@ -266,11 +302,8 @@ class RedisIndex(KindProvider):
         with admin_client(instance) as client:
             count = int(client.config_get("databases")["databases"])
             if spec.index is not None and spec.index >= count:
-                raise InvalidSpec(
-                    verb, f"{self.kind} {ident}",
-                    f"params.index {spec.index} is out of range: the server has {count} databases (0..{count - 1})",
-                    f"pick an index from 1 to {count - 1}, or leave it unset",
-                )
+                raise InvalidSpec(verb, f"{self.kind} {ident}", f"params.index {_out_of_range(spec.index, count)}",
+                                  f"pick an index from 1 to {count - 1}, or leave it unset")
             pinned = -1 if spec.index is None else spec.index
             status, detail = client.register_script(ALLOCATE)(
                 keys=[ALLOCATIONS_KEY], args=[field, ident.owner, marker, count, pinned]
@@ -289,14 +322,19 @@ class RedisIndex(KindProvider):
                 f"set params.index back to {detail}, or set purge: true and remove it first to move it",
             )
         if status == "taken":
-            return Conflict(
-                verb, what, f"index {detail} is allocated to another declaration or holds keys devstack did not put there",
-                "pick another params.index or leave it unset; nothing was changed",
-            )
+            return Conflict(verb, what, _taken(int(detail)), "pick another params.index or leave it unset; nothing was changed")
         return Unsupported(
             verb, what, f"every logical database 1..{int(detail) - 1} is allocated or holds foreign keys",
             "purge redis_index resources that are no longer used, or raise `databases` in the server config",
         )
+
+
+def _out_of_range(index: int, count: int) -> str:
+    return f"{index} is out of range: the server has {count} databases (0..{count - 1})"
+
+
+def _taken(index: int) -> str:
+    return f"index {index} is allocated to another declaration or holds keys devstack did not put there"
 
 
 # --- acl_user ------------------------------------------------------------------

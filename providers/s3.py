@@ -578,6 +578,7 @@ class Lifecycle(GuardedKind):
     kind = "lifecycle"
     Spec = LifecycleSpec
     create_only = frozenset({"bucket"})
+    retained_replacement_moves = True  # a retained rule moves to its new bucket (its params hold no bucket)
     attributes = ("bucket", "rule")
     references: ClassVar[dict[str, str]] = {"bucket": "bucket"}
 

@@ -16,6 +16,8 @@ import pytest
 import redis
 from pulumi import automation as auto
 
+from providers.credentials import predictable_password
+from providers.identity import Identity
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY
 from tests.e2e.conftest import changes, local_workspace, write_project
 
@@ -100,6 +102,19 @@ def test_two_projects_up_preview_refresh_retain(project_dir, offline_env, pulumi
         redis.Redis(**REDIS, username=a, password=user_a["password"]).ping()
     client_a = redis.Redis(**REDIS, username=a, password=new_password, db=index_a["db"])
     assert client_a.get(f"{a}:order") == b"1"
+    # Predictable: anyone with the workspace derives it from the rotation as declared (1, not Pulumi's 1.0).
+    assert new_password == predictable_password(Identity("redis", "cache", "acl_user", a, a), f"{a}#rotation=1")
+
+    # Pinning the index it holds changes it in place. Moving the retained index fails the preview, not the
+    # up half-way: the replacement would meet the index it keeps. Nothing changes.
+    rotated_user = {**resources()[1], "params": {"rotation": 1}}
+    write_project(project_dir, a, [{**resources()[0], "params": {"index": index_a["db"]}}, rotated_user])
+    assert changes(stack.up()) == {"update": 1}
+    write_project(project_dir, a, [{**resources()[0], "params": {"index": index_b["db"]}}, rotated_user])
+    with pytest.raises(auto.errors.CommandError, match=f"cannot change from {index_a['db']} while the redis_index is retained"):
+        stack.preview()
+    write_project(project_dir, a, [{**resources()[0], "params": {"index": index_a["db"]}}, rotated_user])
+    assert changes(stack.preview()) == {}
 
     # Out-of-band change to A's ACL: refresh notices it, the next up repairs it.
     with admin_client(admin) as client:

@@ -258,9 +258,10 @@ def test_replication_factor_replaces(topic, owner, kadmin):
 
 def test_a_replication_factor_the_cluster_cannot_hold_fails_check_before_the_replace_drops_anything(topic, owner, kadmin):
     """A replacement deletes first: a new replication factor beyond the brokers must stop at check."""
-    inputs = topic_inputs(topic, owner)
+    inputs = checked(topic, props("kafka", "kafka", "topic", "orders", owner, purge=True))
     topic.create(inputs)
-    found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"replicationFactor": 2}), olds=inputs)
+    found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"replicationFactor": 2}, purge=True),
+                     olds=inputs)
     assert "has 1" in found["params.replication_factor"] and "at most 1" in found["params.replication_factor"]
     assert describe(kadmin, f"{owner}.orders") is not None
     unchanged = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"partitions": 2}), olds=inputs)

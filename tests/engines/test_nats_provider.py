@@ -220,6 +220,20 @@ def test_stream_retention_and_storage_replace(stream, owner, js, param, value):
     assert getattr(stream_config(js, owner), param) == value
 
 
+@pytest.mark.parametrize("kind", ["stream", "kv"])
+def test_replicas_a_single_server_cannot_hold_fail_check_before_the_replace_drops_anything(kind, stream, kv, owner, js):
+    """A purging replacement deletes first: a new storage with replicas > 1 on this single server must
+    stop at check (preview), not at the create after the messages are gone."""
+    provider = {"stream": stream, "kv": kv}[kind]
+    inputs = checked(provider, props("nats", "events", kind, owner, owner, purge=True))
+    outs = provider.create(inputs).outs
+    news = props("nats", "events", kind, owner, owner, {"storage": "memory", "replicas": 3}, purge=True)
+    found = {f.property: f.reason for f in provider.check(inputs, news).failures}
+    assert "3 replicas need a clustered server" in found["params.replicas"] and "not replaced" in found["params.replicas"]
+    assert provider.read("id", outs).id  # untouched
+    checked(provider, {**news, "params": {"storage": "memory"}}, inputs)  # one replica: fine
+
+
 def test_stream_retained_delete_keeps_messages_and_purged_delete_drops(stream, owner, js):
     outs = stream.create(checked(stream, props("nats", "events", "stream", owner, owner))).outs
     js(lambda j: j.publish(f"{owner}.orders", b"order-1", stream=owner))

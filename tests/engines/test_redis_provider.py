@@ -92,8 +92,8 @@ def free_index(admin_redis) -> int:
     pytest.fail("every redis index is allocated: purge leftovers first")
 
 
-def check_failures(provider, inputs: dict) -> dict[str, str]:
-    return {f.property: f.reason for f in provider.check({}, inputs).failures}
+def check_failures(provider, inputs: dict, olds: dict | None = None) -> dict[str, str]:
+    return {f.property: f.reason for f in provider.check(olds or {}, inputs).failures}
 
 
 # --- redis_index ---------------------------------------------------------------
@@ -162,6 +162,33 @@ def test_index_pinned_and_the_index_of_someone_else(index, owner, admin_redis):
     with pytest.raises(Conflict, match=f"index {wanted} is allocated to another declaration"):
         index.create(props("redis", "cache", "redis_index", "b", owner, {"index": wanted}))
     assert allocation(admin_redis, f"{owner}-b") is None
+
+
+def test_a_pin_the_engine_cannot_give_fails_check_before_the_replace_empties_the_index(index, owner, admin_redis):
+    """A purging replacement empties and frees the old index first: a new pin out of range, held by another
+    declaration or by keys devstack did not put there must stop at check (preview), not at the create."""
+    inputs = index.check({}, props("redis", "cache", "redis_index", owner, owner, purge=True)).inputs
+    outs = index.create(inputs).outs
+    in_db(admin_redis, outs["db"]).set(f"{owner}:kept", "1")
+    held = index.create(props("redis", "cache", "redis_index", "b", owner)).outs["db"]
+    occupied = free_index(admin_redis)
+    in_db(admin_redis, occupied).set("foreign", "data")
+    count = int(admin_redis.config_get("databases")["databases"])
+    try:
+        for pin, reason in ((count, f"{count} is out of range"), (held, f"index {held} is allocated"),
+                            (occupied, f"index {occupied} is allocated to another declaration or holds keys")):
+            news = props("redis", "cache", "redis_index", owner, owner, {"index": pin}, purge=True)
+            found = check_failures(index, news, olds=inputs)
+            assert reason in found["params.index"] and "not replaced" in found["params.index"], found
+        assert in_db(admin_redis, outs["db"]).get(f"{owner}:kept") == "1"
+        # The index it holds, or a free one, passes.
+        assert check_failures(index, props("redis", "cache", "redis_index", owner, owner, {"index": outs["db"]},
+                                           purge=True), olds=inputs) == {}
+        in_db(admin_redis, occupied).delete("foreign")
+        assert check_failures(index, props("redis", "cache", "redis_index", owner, owner, {"index": occupied},
+                                           purge=True), olds=inputs) == {}
+    finally:
+        in_db(admin_redis, occupied).delete("foreign")
 
 
 def test_index_holding_foreign_keys_is_never_handed_out(index, owner, admin_redis):
