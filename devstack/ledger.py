@@ -34,7 +34,7 @@ from datetime import datetime
 from itertools import takewhile
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import yaml
 from pulumi import automation as auto
@@ -88,7 +88,28 @@ def stack_env(backend_url: str | None = None, base: Mapping[str, str] | None = N
         env.update({key: os.environ[key] for key in USER_OVERRIDES if os.environ.get(key)})
     if backend_url:
         env["PULUMI_BACKEND_URL"] = backend_url
+    _password_out_of_url(env)
     return env
+
+
+def _password_out_of_url(env: dict[str, str]) -> None:
+    """Move a `postgres://` backend's password from the URL to PGPASSWORD, which the backend's driver reads.
+
+    The CLI records the backend URL of every stack it selects under $PULUMI_HOME/workspaces, in plaintext.
+    """
+    parts = urlsplit(env.get("PULUMI_BACKEND_URL", ""))
+    if parts.scheme not in ("postgres", "postgresql"):
+        return
+    userinfo, at, host = parts.netloc.rpartition("@")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    password = unquote(parts.password) if parts.password is not None else dict(query).get("password")
+    if password is None:
+        return
+    user = userinfo.partition(":")[0]
+    netloc = f"{user}@{host}" if user else host
+    rest = urlencode([(key, value) for key, value in query if key != "password"])
+    env["PULUMI_BACKEND_URL"] = urlunsplit(parts._replace(netloc=netloc, query=rest))
+    env["PGPASSWORD"] = password
 
 
 def pulumi_command() -> auto.PulumiCommand:
@@ -162,7 +183,7 @@ def open_stack(
             "run `pulumi up --stack <workspace>` first, or pass --workspace / --backend-url",
         ) from err
     except auto.errors.CommandError as err:
-        torn = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace))
+        torn = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace), work_dir)
         hint = f"an interrupted run left {torn[0]} empty: run `devstack recover -w {workspace}`" if torn else ""
         raise EngineError("open", f"stack {workspace!r}", cli_error(err), hint) from err
 
@@ -446,7 +467,7 @@ def list_resources(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidQuery("list", "resources", f"--limit {limit} is out of range", f"use 1 to {MAX_LIMIT}")
     filters = validate_filters(engine, kind, project)
-    fingerprint = filters.fingerprint(stack.name)
+    fingerprint = filters.fingerprint(short_name(stack))  # `-w local` and `-w organization/local` alike
     after = decode_cursor(cursor, fingerprint) if cursor is not None else None
     rows = [t for t in (tracked if tracked is not None else tracked_resources(stack)) if filters.matches(t.ident)]
     rest = [t for t in rows if after is None or t.sort_key > after]
@@ -601,21 +622,30 @@ def _stopped(err: DevstackError, done: _Model) -> DevstackError:
     return err
 
 
-def file_backend_root(backend_url: str) -> Path | None:
-    """The directory of a file backend (`file:///path?options`); None for any other backend."""
+def file_backend_root(backend_url: str, work_dir: Path) -> Path | None:
+    """The directory of a file backend as the CLI resolves it, run in `work_dir`; None for any other backend.
+
+    Like the CLI: the text after `file://` and before `?`, a leading `~` for the home directory
+    (`file://~`, `pulumi login --local`), a relative path from the working directory; `%20` for a
+    space (as_uri() writes one), as the URL is read in the end."""
     if not backend_url.startswith("file://"):
         return None
-    return Path(unquote(urlparse(backend_url).path))  # as_uri() made it: %20 for a space
+    path = backend_url.removeprefix("file://").split("?", 1)[0]
+    if path.startswith("~"):
+        path = str(Path.home()) + path[1:]
+    return Path(os.path.normpath(Path(work_dir) / unquote(path)))
 
 
 def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
     """Raise (nothing changed) when another run holds the stack's lock, before any data is dropped:
     the ledger edit after the drops would fail on it. Only a file backend's locks can be seen from here;
     on others the edit's own failure says what was dropped."""
-    root = file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""))
+    root = file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""), Path(stack.workspace.work_dir))
     short = short_name(stack)
     project = stack.workspace.project_settings().name
-    locks = sorted((root / ".pulumi" / "locks").glob(f"*/{project}/{short}/*.json")) if root else []
+    # Project-scoped layout (organization/<project>/<stack>), and the legacy one (<stack>) of older backends.
+    patterns = (f"*/{project}/{short}/*.json", f"{short}/*.json")
+    locks = sorted(lock for pattern in patterns for lock in (root / ".pulumi" / "locks").glob(pattern)) if root else []
     if locks:
         try:
             held = json.loads(locks[0].read_text())
@@ -787,7 +817,7 @@ class Recovery(_Model):
     error: str | None = Field(default=None, description="why it stopped part-way (the other fields say what it did)")
 
 
-def torn_metadata(backend_url: str, workspace: str) -> list[Path]:
+def torn_metadata(backend_url: str, workspace: str, work_dir: Path) -> list[Path]:
     """Zero-length `.attrs` files beside the stack's checkpoint on a file backend.
 
     The file backend writes each checkpoint atomically (a temporary file, then
@@ -796,7 +826,7 @@ def torn_metadata(backend_url: str, workspace: str) -> list[Path]:
     with "failed to load checkpoint: EOF". Without the file the backend uses
     defaults, so removing an empty one loses nothing.
     """
-    root = file_backend_root(backend_url)
+    root = file_backend_root(backend_url, work_dir)
     if root is None:
         return []
     stacks = root / ".pulumi" / "stacks" / "devstack"
@@ -818,7 +848,7 @@ def recover(
     """
     require_stack_name(workspace)  # before any file is touched
     variables = stack_env(backend_url, env)
-    repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace))
+    repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace), Path(work_dir))
     for path in repaired:
         path.unlink()
     stack = open_stack(workspace, backend_url, work_dir, env=env)

@@ -7,6 +7,7 @@ a subprocess, so these are the codes and messages a shell sees.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -209,5 +210,20 @@ def test_a_file_backend_in_a_path_with_spaces_is_found_as_written(tmp_path):
     attrs = backend / ".pulumi" / "stacks" / "devstack" / "local.json.attrs"
     attrs.parent.mkdir(parents=True)
     attrs.write_bytes(b"")
-    assert ledger.file_backend_root(backend.as_uri() + "?metadata=skip") == backend
-    assert ledger.torn_metadata(backend.as_uri(), "local") == [attrs]
+    assert ledger.file_backend_root(backend.as_uri() + "?metadata=skip", tmp_path) == backend
+    assert ledger.torn_metadata(backend.as_uri(), "local", tmp_path) == [attrs]
+
+
+def test_a_file_backend_is_found_where_the_cli_resolves_it(tmp_path, monkeypatch):
+    """`file://~` (`pulumi login --local`) is the home directory and a relative path is taken from the
+    work dir, as the CLI does: the lock check and the recovery must look there, not at `/` or `.`."""
+    from devstack import ledger
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    work = tmp_path / "work"
+    assert ledger.file_backend_root("file://~", work) == tmp_path / "home"
+    assert ledger.file_backend_root("file://~/state?no_tmp_dir=true", work) == tmp_path / "home" / "state"
+    assert ledger.file_backend_root("file://./state", work) == work / "state"
+    assert ledger.file_backend_root("file://../state", work) == tmp_path / "state"
+    assert ledger.file_backend_root("file:///srv/state", work) == Path("/srv/state")
+    assert ledger.file_backend_root("postgres://u@h/db", work) is None

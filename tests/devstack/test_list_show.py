@@ -161,6 +161,10 @@ def test_cli_pages_with_the_cursor_it_prints(synthetic, validator):
     validator("resource-list.schema.json", first)
     assert first["total"] == second["total"] > 20
     assert not {r["id"] for r in first["items"]} & {r["id"] for r in second["items"]}
+    # The same workspace spelled in full takes the same cursor.
+    qualified = box.cli_json("resource", "list", "-w", "organization/syn", "--engine", "minio", "--limit", "20",
+                             "--cursor", first["next_cursor"])
+    assert qualified["items"] == second["items"]
     text = box.cli("resource", "list", "-w", "syn", "--project", "p09", "--kind", "database")
     assert text.returncode == 0
     assert text.stdout.splitlines()[0].split()[:5] == ["PROJECT", "ENGINE", "INSTANCE", "KIND", "NAME"]

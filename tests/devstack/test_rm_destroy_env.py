@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import nats
@@ -258,8 +260,11 @@ def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(san
     lock = locks / "organization" / "devstack" / "half" / "held.json"
     lock.parent.mkdir(parents=True, exist_ok=True)  # the backend keeps the directory between runs
     lock.write_text(json.dumps({"pid": 4242, "username": "u", "hostname": "h", "timestamp": "2026-11-30T10:00:00Z"}))
-    for verb in (("resource", "rm", a, "--kind", "acl_user"), ("destroy",)):
-        refused = sandbox.cli(*verb, "--purge-data", "--yes", "--json", "-w", "half")
+    # The backend as written, and as a path relative to the work dir (the CLI resolves it there).
+    relative = replace(sandbox, env={**sandbox.env, "PULUMI_BACKEND_URL": "file://" + os.path.relpath(locks.parent.parent, sandbox.work)})
+    for verb, spelled in ((("resource", "rm", a, "--kind", "acl_user"), sandbox), (("destroy",), sandbox),
+                          (("destroy",), relative)):
+        refused = spelled.cli(*verb, "--purge-data", "--yes", "--json", "-w", "half")
         assert refused.returncode == EngineError.exit_code, refused.stderr
         assert "the stack is locked by another pulumi run (pid 4242 of u@h" in refused.stderr
         assert "nothing was dropped" in refused.stderr and refused.stdout == ""

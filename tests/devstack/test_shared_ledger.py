@@ -8,6 +8,7 @@ admin credential and dropped afterwards, holds the state.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -65,6 +66,11 @@ def test_list_show_on_the_postgres_backend(sandbox: Sandbox, backend_url):
     assert listed["total"] == 120 and listed["items"][0]["attributes"]["password"] == "[secret]"
     # The file backend of the same sandbox has no such stack: the ledger really is the database.
     assert sandbox.cli("resource", "list", "-w", "team").returncode == 3
+    # The CLI records the backend URL of each stack it selects (under PULUMI_HOME): without the password.
+    password = url.split(":")[2].split("@")[0]
+    home = Path(sandbox.env["PULUMI_HOME"])
+    assert [f for f in home.rglob("*") if f.is_file() and password.encode() in f.read_bytes()] == []
+    assert list((home / "workspaces").glob("*.json"))  # there is such a record
 
 
 def test_a_backend_password_in_the_query_string_is_not_printed(sandbox: Sandbox, backend_url, admin):
@@ -75,7 +81,7 @@ def test_a_backend_password_in_the_query_string_is_not_printed(sandbox: Sandbox,
         shared = Sandbox(env={**sandbox.env, "PULUMI_BACKEND_URL": backend}, work=sandbox.work)
         missing = shared.cli("resource", "list", "-w", "nosuch")
         assert missing.returncode == 3 and "has no such stack" in missing.stderr
-        assert a.password not in missing.stderr + missing.stdout and "***" in missing.stderr
+        assert a.password not in missing.stderr + missing.stdout and "the backend postgres://" in missing.stderr
 
 
 def test_up_rm_destroy_on_the_postgres_backend(sandbox: Sandbox, backend_url, admin, local_shared):
