@@ -100,7 +100,7 @@ def _password_out_of_url(env: dict[str, str]) -> None:
     parts = urlsplit(env.get("PULUMI_BACKEND_URL", ""))
     if parts.scheme not in ("postgres", "postgresql"):
         return
-    userinfo, at, host = parts.netloc.rpartition("@")
+    userinfo, _, host = parts.netloc.rpartition("@")
     query = parse_qsl(parts.query, keep_blank_values=True)
     password = unquote(parts.password) if parts.password is not None else dict(query).get("password")
     if password is None:
