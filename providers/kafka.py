@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Any, Callable, ClassVar, Literal, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping
 
 from confluent_kafka import (
     Consumer,
@@ -539,7 +539,11 @@ class Topic(KafkaKind):
         if params is None:
             return None
         return Observed(owner=self.marked_owner(instance, admin, ident), params=params,
-                        attributes={"topic": name, "partitions": params["partitions"]})
+                        attributes={"topic": name, "partitions": params["partitions"],
+                                    "isolated": not foreign_grants(admin, name, ident.owner, what)})
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["isolated"] if olds.get("isolated") is False else []
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, TopicSpec)
@@ -559,6 +563,7 @@ class Topic(KafkaKind):
                 raise
         else:  # adopted: `create` has checked that the replication factor is as declared
             self._converge(admin, name, spec, live, what)
+            self._contain(admin, ident, name, what, "create")
         return self._attributes(instance, name, spec)
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -569,6 +574,7 @@ class Topic(KafkaKind):
         if live is None:
             raise NotFound("update", what, "it no longer exists", "run `pulumi refresh`, then `pulumi up` to re-create it")
         self._converge(admin, name, spec, live, what)
+        self._contain(admin, ident, name, what, "update")
         self.mark(instance, admin, ident, new.get("stack", ""))
         return self._attributes(instance, name, spec)
 
@@ -605,8 +611,26 @@ class Topic(KafkaKind):
                 result(future, "update", what, "config")
 
     @staticmethod
+    def _contain(admin: AdminClient, ident: Identity, name: str, what: str, verb: str) -> None:
+        """Take back the grants of the topic to principals outside the project. One that reaches other
+        projects' names too (a prefix beyond the project's, `*`) is not devstack's to take back: refused."""
+        foreign = foreign_grants(admin, name, ident.owner, what)
+        beyond = [b for b in foreign if not within_project(b, ident.owner)]
+        if beyond:
+            b = beyond[0]
+            raise Unsupported(verb, what, f"{b.principal} is granted {b.operation.name} on topics "
+                              f"{b.resource_pattern_type.name.lower()} {b.name!r} (set outside Pulumi), which reaches "
+                              f"this topic and other projects' names",
+                              "devstack takes back only grants within the project's names: remove that one on the "
+                              "broker (kafka-acls --remove), then run `pulumi up` again")
+        revoke(admin, foreign, what)
+        if foreign:  # applied by the authorizer a moment after the controller commits it
+            wait_until(lambda: not foreign_grants(admin, name, ident.owner, what), REQUEST_TIMEOUT)
+
+    @staticmethod
     def _attributes(instance: SharedInstance, name: str, spec: TopicSpec) -> dict[str, Any]:
-        return {"host": instance.host, "port": instance.port, "topic": name, "partitions": spec.partitions}
+        return {"host": instance.host, "port": instance.port, "topic": name, "partitions": spec.partitions,
+                "isolated": True}
 
 
 def partitions_shrink(have: int, want: int) -> str:
@@ -699,6 +723,31 @@ def live_bindings(admin: AdminClient, principal: str, what: str) -> set[AclBindi
     flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{principal}", None,
                            AclOperation.ANY, AclPermissionType.ANY)
     return set(result(admin.describe_acls(flt, request_timeout=REQUEST_TIMEOUT), "describe ACLs of", what))
+
+
+def revoke(admin: AdminClient, bindings: Iterable[AclBinding], what: str) -> None:
+    filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                                b.permission_type) for b in sorted(bindings)]
+    if filters:
+        for future in admin.delete_acls(filters, request_timeout=REQUEST_TIMEOUT).values():
+            result(future, "revoke", what)
+
+
+def foreign_grants(admin: AdminClient, topic: str, owner: str, what: str) -> list[AclBinding]:
+    """The grants on `topic` to principals not the project's own (`User:<owner>`, `User:<owner>.<name>`):
+    another project's, or anyone's (`User:*`), wherever they point (the topic, a prefix, `*`)."""
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.MATCH, None, None, AclOperation.ANY,
+                           AclPermissionType.ALLOW)
+    found = result(admin.describe_acls(flt, request_timeout=REQUEST_TIMEOUT), "describe ACLs of", what)
+    ours = (f"User:{owner}", f"User:{owner_prefix(owner)}")
+    return sorted(b for b in found if b.principal != ours[0] and not b.principal.startswith(ours[1]))
+
+
+def within_project(binding: AclBinding, owner: str) -> bool:
+    """Whether a grant reaches only the project's own names, so revoking it touches no other project's."""
+    if binding.resource_pattern_type == ResourcePatternType.LITERAL:
+        return binding.name == owner or binding.name.startswith(owner_prefix(owner))
+    return binding.name.startswith(owner_prefix(owner))
 
 
 def acl_params(owner: str, bindings: set[AclBinding]) -> dict[str, Any]:
@@ -808,7 +857,7 @@ class Acl(KafkaKind):
         if not (exists or bindings):
             raise self.gone(instance, admin, ident, what, "neither its credential nor its ACLs exist")
         self.require_ours(instance, admin, ident, what)
-        self._revoke(admin, bindings, what)
+        revoke(admin, bindings, what)
         if exists:
             deletion = UserScramCredentialDeletion(principal, ScramMechanism.SCRAM_SHA_512)
             result(admin.alter_user_scram_credentials([deletion], request_timeout=REQUEST_TIMEOUT)[principal], "drop", what)
@@ -822,20 +871,11 @@ class Acl(KafkaKind):
         if wanted - live:
             for future in admin.create_acls(sorted(wanted - live), request_timeout=REQUEST_TIMEOUT).values():
                 result(future, "grant", what)
-        self._revoke(admin, live - wanted, what)
+        revoke(admin, live - wanted, what)
         if wanted != live:
             # The controller has committed the change; the broker's authorizer applies it
             # a moment later. Return when it has, so the principal works (and read agrees).
             wait_until(lambda: live_bindings(admin, principal, what) == wanted, REQUEST_TIMEOUT)
-
-    @staticmethod
-    def _revoke(admin: AdminClient, bindings: set[AclBinding], what: str) -> None:
-        if not bindings:
-            return
-        filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
-                                    b.permission_type) for b in sorted(bindings)]
-        for future in admin.delete_acls(filters, request_timeout=REQUEST_TIMEOUT).values():
-            result(future, "revoke", what)
 
     @staticmethod
     def _attributes(instance: SharedInstance, ident: Identity, principal: str, password: str) -> dict[str, Any]:

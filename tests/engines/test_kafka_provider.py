@@ -268,6 +268,42 @@ def test_a_replication_factor_the_cluster_cannot_hold_fails_check_before_the_rep
     assert unchanged == {}
 
 
+def test_grants_on_a_topic_to_principals_outside_the_project_are_drift_and_taken_back(topic, acl, owner, kadmin):
+    """Another principal (anyone's `User:*`, another project's) granted on the project's topics reads or writes
+    them: refresh reports `isolated: false`, the next up revokes the grants within the project's names, and
+    refuses, naming it, one that reaches beyond them (not devstack's to take back). The project's own stay."""
+    inputs = topic_inputs(topic, owner)
+    outs = topic.create(inputs).outs
+    own = acl.create(checked(acl, props("kafka", "kafka", "acl", owner, owner))).outs
+    grant = lambda name, pattern, principal: AclBinding(ResourceType.TOPIC, name, pattern, principal, "*",  # noqa: E731
+                                                        AclOperation.READ, AclPermissionType.ALLOW)
+    inside = [grant(f"{owner}.", ResourcePatternType.PREFIXED, "User:*"),
+              grant(f"{owner}.orders", ResourcePatternType.LITERAL, f"User:{owner}_b")]
+    beyond = grant(owner[:3], ResourcePatternType.PREFIXED, f"User:{owner}_b")
+    try:
+        for future in kadmin.create_acls(inside).values():
+            future.result(timeout=TIMEOUT)
+        read = topic.read("id", outs).outs
+        assert read["isolated"] is False and topic.diff("id", read, inputs).changes
+        repaired = topic.update("id", read, inputs).outs
+        assert topic.read("id", repaired).outs["isolated"] is True
+        assert [b for b in kadmin.describe_acls(everything()).result(timeout=TIMEOUT) if b in inside] == []
+        assert acl.read("id", own).outs["aclInSync"] is True
+
+        for future in kadmin.create_acls([beyond]).values():
+            future.result(timeout=TIMEOUT)
+        read = topic.read("id", repaired).outs
+        assert read["isolated"] is False
+        with pytest.raises(Unsupported, match=f"User:{owner}_b is granted READ on topics prefixed '{owner[:3]}'"):
+            topic.update("id", read, inputs)
+        assert beyond in kadmin.describe_acls(everything()).result(timeout=TIMEOUT)
+    finally:
+        for future in kadmin.delete_acls([AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
+                                                           b.host, b.operation, b.permission_type)
+                                          for b in (*inside, beyond)]).values():
+            future.result(timeout=TIMEOUT)
+
+
 def test_topic_retained_delete_keeps_data_purge_drops_and_recreate_waits(topic, owner, kadmin, admin):
     outs = topic.create(topic_inputs(topic, owner)).outs
     assert produce(admin["kafka"].user, admin["kafka"].password, f"{owner}.orders", b"kept") is None
