@@ -417,6 +417,44 @@ def stream_params(config: StreamConfig) -> dict[str, Any]:
     }
 
 
+#: What devstack leaves at the server's defaults on a stream. Set outside Pulumi, they change what the stream
+#: keeps (one message per subject), takes (a sealed stream nothing; a full one with discard new, no more) or
+#: lets clients and devstack do (deny purge). The next update puts them back, but those in IRREVERSIBLE.
+STREAM_LAYOUT: dict[str, Any] = {
+    "discard": "old", "max_msgs_per_subject": -1, "max_msg_size": -1, "max_consumers": -1, "allow_rollup_hdrs": False,
+    "no_ack": False, "sealed": False, "deny_delete": False, "deny_purge": False,
+}
+#: A kv bucket's stream as nats clients make it and expect it (purging a key rolls it up); the history
+#: param is its max_msgs_per_subject.
+KV_LAYOUT: dict[str, Any] = {
+    "discard": "new", "max_msg_size": -1, "max_consumers": -1, "allow_rollup_hdrs": True, "allow_direct": True,
+    "no_ack": False, "sealed": False, "deny_delete": True, "deny_purge": False,
+}
+#: What the server never lets an update take back once set.
+IRREVERSIBLE = ("sealed", "deny_delete", "deny_purge")
+
+
+def off_layout(config: StreamConfig, layout: Mapping[str, Any]) -> list[str]:
+    """The settings of `layout` the live config does not have (the server leaves a false one out)."""
+    def live(name: str) -> Any:
+        value = _value(getattr(config, name))
+        return False if value is None and isinstance(layout[name], bool) else value
+
+    return [name for name, value in layout.items() if live(name) != value]
+
+
+def layout_fields(layout: Mapping[str, Any]) -> dict[str, Any]:
+    """`layout` as StreamConfig fields."""
+    return {**layout, "discard": jetstream_api.DiscardPolicy(layout["discard"])}
+
+
+def refuse_irreversible(config: StreamConfig, layout: Mapping[str, Any], verb: str, what: str) -> None:
+    stuck = [name for name in IRREVERSIBLE if getattr(config, name) and not layout[name]]
+    if stuck:
+        raise Unsupported(verb, what, f"it is set {' and '.join(stuck)} (outside Pulumi), which NATS cannot undo",
+                          "delete it with purge and create it again")
+
+
 def reaching_out(config: StreamConfig) -> list[str]:
     """Settings devstack never makes that move messages across the project's subjects: copying another
     stream in (mirror, sources) or publishing out (republish, subject_transform)."""
@@ -475,7 +513,7 @@ class Stream(NatsKind):
             owner=metadata_owner(info.config.metadata),
             params=params,
             attributes={"stream": name, "subjects": ",".join(params["subjects"]),
-                        "configInSync": not reaching_out(info.config)},
+                        "configInSync": not (reaching_out(info.config) or off_layout(info.config, STREAM_LAYOUT))},
         )
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
@@ -512,23 +550,24 @@ class Stream(NatsKind):
                 # NATS cannot turn a mirror back into a plain stream.
                 raise Unsupported("update", f"stream {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
                                   "Pulumi), which NATS cannot undo in place", "delete it with purge and create it again")
+            refuse_irreversible(live, STREAM_LAYOUT, verb, f"stream {ident}")
             wanted = live.evolve(
                 subjects=subjects, max_age=float(spec.max_age), max_bytes=spec.max_bytes, max_msgs=spec.max_msgs,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.max_age),
                 metadata=with_marker(live.metadata, marker),
-                sources=None, republish=None, subject_transform=None,
+                sources=None, republish=None, subject_transform=None, **layout_fields(STREAM_LAYOUT),
             )
             if info is None:
                 return await session.js.add_stream(wanted)
             if stream_params(wanted) == stream_params(live) and wanted.metadata == live.metadata \
-                    and not reaching_out(live):
+                    and not reaching_out(live) and not off_layout(live, STREAM_LAYOUT):
                 return info  # already converged: change nothing
             return await session.js.update_stream(wanted)
 
         with api_errors(verb, f"stream {ident}"):
             info = run(instance, work)
         return {**self._base_attributes(instance), "stream": name, "subjects": ",".join(info.config.subjects or []),
-                "configInSync": not reaching_out(info.config)}
+                "configInSync": not (reaching_out(info.config) or off_layout(info.config, STREAM_LAYOUT))}
 
 
 class ConsumerSpec(BaseModel):
@@ -801,7 +840,7 @@ def kv_params(config: StreamConfig) -> dict[str, Any]:
 def kv_in_sync(config: StreamConfig, bucket: str) -> bool:
     """Whether the KV stream takes its own keys' subjects alone and moves nothing across projects: an
     extra subject would take in another project's messages, `reaching_out` settings copy or publish them."""
-    return list(config.subjects or []) == [kv_subject(bucket)] and not reaching_out(config)
+    return list(config.subjects or []) == [kv_subject(bucket)] and not (reaching_out(config) or off_layout(config, KV_LAYOUT))
 
 
 def kv_subject(bucket: str) -> str:
@@ -859,11 +898,13 @@ class Kv(NatsKind):
             if live.mirror:
                 raise Unsupported(verb, f"kv {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
                                   "Pulumi), which NATS cannot undo in place", "delete it with purge and create it again")
+            refuse_irreversible(live, KV_LAYOUT, verb, f"kv {ident}")
             wanted = live.evolve(
                 max_msgs_per_subject=spec.history, max_age=float(spec.ttl), max_bytes=spec.max_bytes,
                 num_replicas=spec.replicas, duplicate_window=duplicate_window(spec.ttl),
                 metadata=with_marker(live.metadata, marker),
                 subjects=[kv_subject(bucket)], sources=None, republish=None, subject_transform=None,
+                **layout_fields(KV_LAYOUT),
             )
             if info is None:
                 await session.js.add_stream(wanted)
@@ -880,9 +921,7 @@ class Kv(NatsKind):
         """The KV stream layout nats clients (nats.go, nats-py) create and expect."""
         return jetstream_api.StreamConfig(
             name=KV_STREAM_PREFIX + bucket, subjects=[kv_subject(bucket)],
-            storage=jetstream_api.StorageType(spec.storage),
-            allow_rollup_hdrs=True, allow_direct=True, deny_delete=True, discard=jetstream_api.DiscardPolicy.NEW,
-            max_consumers=-1, max_msgs=-1, max_msg_size=-1,
+            storage=jetstream_api.StorageType(spec.storage), max_msgs=-1, **layout_fields(KV_LAYOUT),
         )
 
 

@@ -9,7 +9,7 @@ import nats
 import pytest
 from pydantic import SecretStr
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, KeyValueConfig, RePublish, StorageType, StreamConfig, StreamSource
+from nats.js.api import ConsumerConfig, DiscardPolicy, KeyValueConfig, RePublish, StorageType, StreamConfig, StreamSource
 from nats.js.errors import NotFoundError
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
@@ -232,6 +232,35 @@ def test_replicas_a_single_server_cannot_hold_fail_check_before_the_replace_drop
     assert "3 replicas need a clustered server" in found["params.replicas"] and "not replaced" in found["params.replicas"]
     assert provider.read("id", outs).id  # untouched
     checked(provider, {**news, "params": {"storage": "memory"}}, inputs)  # one replica: fine
+
+
+@pytest.mark.parametrize("kind, tampered", [
+    ("stream", {"max_msgs_per_subject": 1, "discard": DiscardPolicy.NEW, "max_msg_size": 100, "max_consumers": 1}),
+    ("kv", {"allow_rollup_hdrs": False, "discard": DiscardPolicy.OLD, "allow_direct": False}),
+])
+def test_settings_beyond_the_params_are_drift_and_put_back(kind, tampered, stream, kv, owner, js):
+    """Set outside Pulumi they drop messages (one per subject), refuse them, or break the kv layout clients
+    rely on (purging a key rolls it up): refresh reports configInSync false and the next up puts them back.
+    What NATS cannot undo (deny purge, a seal) is refused, naming it."""
+    provider = {"stream": stream, "kv": kv}[kind]
+    name = owner if kind == "stream" else f"KV_{owner}"
+    inputs = checked(provider, props("nats", "events", kind, owner, owner))
+    outs = provider.create(inputs).outs
+    before = stream_config(js, name)
+    js(lambda j: j.update_stream(before.evolve(**tampered)))
+    read = provider.read("id", outs).outs
+    assert read["configInSync"] is False and provider.diff("id", read, inputs).changes
+    repaired = provider.update("id", read, inputs).outs
+    after = stream_config(js, name)
+    assert {field: getattr(after, field) for field in tampered} == {field: getattr(before, field) for field in tampered}
+    assert provider.read("id", repaired).outs["configInSync"] is True
+
+    # A kv's roll-ups need purges: the server takes deny purge there only without them.
+    js(lambda j: j.update_stream(after.evolve(deny_purge=True, allow_rollup_hdrs=False)))
+    read = provider.read("id", repaired).outs
+    assert read["configInSync"] is False
+    with pytest.raises(Unsupported, match="it is set deny_purge .*which NATS cannot undo"):
+        provider.update("id", read, inputs)
 
 
 def test_stream_retained_delete_keeps_messages_and_purged_delete_drops(stream, owner, js):
