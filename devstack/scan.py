@@ -333,13 +333,13 @@ def _streams(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
 
 
 def _tables(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
-    from providers import s3
+    from providers import localstack, s3
 
     ddb = s3.aws_client(instance, "dynamodb")
 
     def tags(name: str) -> dict[str, str]:
         arn = ddb.describe_table(TableName=name)["Table"]["TableArn"]
-        return s3.tag_dict(ddb.list_tags_of_resource(ResourceArn=arn).get("Tags", []))
+        return localstack.table_tags(ddb, arn)
 
     for name in _pages(ddb.list_tables, "TableNames", "ExclusiveStartTableName", "LastEvaluatedTableName"):
         yield from _unless_vanished(name, lambda name=name: tags(name))

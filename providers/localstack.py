@@ -437,6 +437,21 @@ class TableSpec(_Spec):
     ttl_attribute: str | None = Field(default=None, min_length=1, max_length=255, alias="ttlAttribute")
 
 
+def table_tags(ddb: BaseClient, arn: str) -> dict[str, str]:
+    """Every tag of a table, a page at a time (10 on moto). moto's TagResource adds a key again instead of
+    replacing its value (the last one is live) and then pages by key, round and round: stop at a token seen."""
+    tags: dict[str, str] = {}
+    token: str | None = None
+    seen: set[str] = set()
+    while True:
+        page = ddb.list_tags_of_resource(ResourceArn=arn, **({"NextToken": token} if token else {}))
+        tags.update(s3.tag_dict(page.get("Tags", [])))
+        token = page.get("NextToken")
+        if not token or token in seen:
+            return tags
+        seen.add(token)
+
+
 def _describe_table(ddb: BaseClient, name: str) -> dict[str, Any] | None:
     try:
         table = ddb.describe_table(TableName=name)["Table"]
@@ -498,7 +513,7 @@ class Table(_AwsKind):
         if table is None:
             return None
         ttl = ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
-        tags = s3.tag_dict(ddb.list_tags_of_resource(ResourceArn=table["TableArn"]).get("Tags", []))
+        tags = table_tags(ddb, table["TableArn"])
         return Observed(owner=s3.tags_owner(tags), params=_table_params(table, ttl),
                         attributes={**location(instance), "table": name, "tableArn": table["TableArn"]})
 
@@ -528,7 +543,11 @@ class Table(_AwsKind):
         live = _table_params(table, ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {}))
         self._converge_billing(instance, ddb, name, spec, live)
         self._converge_ttl(ddb, name, spec.ttl_attribute, live["ttl_attribute"])
-        ddb.tag_resource(ResourceArn=table["TableArn"], Tags=s3.tag_list(s3.marker_tags(ident, stack)))
+        marker = s3.marker_tags(ident, stack)
+        if not marker.items() <= table_tags(ddb, table["TableArn"]).items():
+            # Untagged first: moto would keep the old values beside the new ones.
+            ddb.untag_resource(ResourceArn=table["TableArn"], TagKeys=sorted(marker))
+            ddb.tag_resource(ResourceArn=table["TableArn"], Tags=s3.tag_list(marker))
         return {**location(instance), "table": name, "tableArn": table["TableArn"]}
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:

@@ -594,6 +594,29 @@ def test_table_key_shorthand_and_range_key(provider_for, owner):
         oob.cleanup(name)
 
 
+def test_a_table_marker_is_read_whole_and_written_only_when_it_changes(provider_for, owner):
+    """moto's TagResource adds a key again instead of replacing its value, and ListTagsOfResource pages (10 a
+    page): after adoptions back and forth between two workspaces, the scan read an old marker on the first
+    page, and gc took a table another workspace tracks for its own orphan."""
+    from devstack.scan import scan
+
+    table, oob = provider_for(Table), TableOutOfBand()
+    name = f"{owner}-moved"
+    try:
+        inputs = {stack: checked(table, "moved", owner, {"hashKey": "id"}, stack=stack) for stack in ("one", "two")}
+        for stack in ("one", "two", "one", "two", "one"):
+            outs = table.create(inputs[stack]).outs
+        (found,) = [f for f in scan(table._instances["aws"], ["table"]) if f.engine_name == name]
+        assert found.stack == "one"
+        arn = oob.ddb.describe_table(TableName=name)["Table"]["TableArn"]
+        before = oob.ddb.list_tags_of_resource(ResourceArn=arn)["Tags"]
+        assert len(before) == 3  # one entry per marker tag
+        table.update("id", outs, inputs["one"])  # the marker is already right: no tags written again
+        assert oob.ddb.list_tags_of_resource(ResourceArn=arn)["Tags"] == before
+    finally:
+        oob.cleanup(name)
+
+
 def test_table_adoption_refuses_a_different_key_schema(provider_for, owner):
     """Ours already (a retained replace) with another hash key: refused, not recorded as declared."""
     table, oob = provider_for(Table), TableOutOfBand()
