@@ -314,6 +314,8 @@ def refusal(err: KafkaException, verb: str, what: str, field: str = "") -> Devst
         return InvalidSpec(verb, what, f"{about}the broker refused: {text}", "change the declaration")
     if code in _UNAVAILABLE:
         return EngineUnavailable(verb, what, text, "start it with `python -m tools.engines start kafka`")
+    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.RESOURCE_NOT_FOUND):  # gone since it was looked at
+        return NotFound(verb, what, text)
     return Unsupported(verb, what, f"the broker refused: {text}")
 
 
@@ -584,7 +586,10 @@ class Topic(KafkaKind):
         if describe_topic(admin, name, what) is None:
             raise self.gone(instance, admin, ident, what, "it does not exist")
         self.require_ours(instance, admin, ident, what)
-        result(admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT)[name], "drop", what)
+        try:
+            result(admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT)[name], "drop", what)
+        except NotFound as err:  # another run's drop (another stack of the project) came first
+            raise self.gone(instance, admin, ident, what, "it was dropped meanwhile") from err
         # Deletion is asynchronous: return once the name is gone, so read and re-create agree.
         wait_until(lambda: describe_topic(admin, name, what) is None, DELETE_WAIT)
         self.unmark(instance, admin, ident, props.get("stack", ""))
@@ -860,7 +865,11 @@ class Acl(KafkaKind):
         revoke(admin, bindings, what)
         if exists:
             deletion = UserScramCredentialDeletion(principal, ScramMechanism.SCRAM_SHA_512)
-            result(admin.alter_user_scram_credentials([deletion], request_timeout=REQUEST_TIMEOUT)[principal], "drop", what)
+            try:
+                result(admin.alter_user_scram_credentials([deletion], request_timeout=REQUEST_TIMEOUT)[principal],
+                       "drop", what)
+            except NotFound as err:  # another run's drop came first
+                raise self.gone(instance, admin, ident, what, "it was dropped meanwhile") from err
         self.unmark(instance, admin, ident, props.get("stack", ""))
 
     def _converge(self, admin: AdminClient, ident: Identity, principal: str, spec: AclSpec) -> None:

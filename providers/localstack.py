@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 import time
+from functools import wraps
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers import s3
 from providers.base import KindProvider, Observed
-from providers.errors import EngineUnavailable, InvalidSpec
+from providers.errors import EngineUnavailable, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
@@ -91,6 +92,25 @@ def missing(err: ClientError, *codes: str) -> bool:
     return s3.error_code(err) in codes
 
 
+#: What SQS, SNS, Kinesis and DynamoDB answer about a resource that is not there.
+GONE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "ResourceNotFoundException", "NotFound")
+
+
+def vanished_is_none(observe: Callable[..., Observed | None]) -> Callable[..., Observed | None]:
+    """An observe that finds the resource and then loses it (another run's purge dropped it between two
+    calls) sees nothing, as it would have a moment later."""
+    @wraps(observe)
+    def looking(self: Any, instance: SharedInstance, ident: Identity) -> Observed | None:
+        try:
+            return observe(self, instance, ident)
+        except s3.boto_errors.ClientError as err:
+            if missing(err, *GONE):
+                return None
+            raise
+
+    return looking
+
+
 _accounts: dict[tuple[str, str], str] = {}
 
 
@@ -127,6 +147,14 @@ class _AwsKind(s3.GuardedKind):
         elif observed.owner != ident.owner:  # made meanwhile by another stack: `create`'s observe came first
             raise self._conflict("create", ident, observed)
         return self.converge(instance, ident, spec, props.get("stack"))
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        try:
+            super().drop(instance, ident, props)
+        except s3.boto_errors.ClientError as err:
+            if missing(err, *GONE):  # another run's drop came first
+                raise NotFound("drop", f"{self.kind} {ident}", "it was dropped meanwhile") from err
+            raise
 
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
@@ -215,6 +243,7 @@ class Queue(_AwsKind):
         assert isinstance(spec, QueueSpec)
         return fifo_rules(name, spec.fifo, spec.content_based_deduplication, "queue")
 
+    @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
         url = _queue_url(sqs, name)
@@ -291,6 +320,7 @@ class Topic(_AwsKind):
         assert isinstance(spec, TopicSpec)
         return fifo_rules(name, spec.fifo, spec.content_based_deduplication, "topic")
 
+    @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name, sns = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sns")
         # SNS has no lookup by name; the ARN is determined by region, account and name.
@@ -363,6 +393,7 @@ class Stream(_AwsKind):
     def engine_name(cls, name: str, owner: str) -> str:
         return plain_name(name, owner, service="Kinesis stream", length=(1, 128))
 
+    @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name, kinesis = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "kinesis")
         summary = _stream_summary(kinesis, name)
@@ -507,6 +538,7 @@ class Table(_AwsKind):
             rules.append(("params.rangeKey", "must differ from hashKey"))
         return rules
 
+    @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name, ddb = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "dynamodb")
         table = _describe_table(ddb, name)

@@ -304,6 +304,29 @@ def test_grants_on_a_topic_to_principals_outside_the_project_are_drift_and_taken
             future.result(timeout=TIMEOUT)
 
 
+def test_a_topic_and_acl_another_run_drops_first_are_gone_not_refused(topic, acl, owner, kadmin, monkeypatch):
+    """Two workspaces purging one project's topic and acl at once: the second drop finds them gone."""
+    outs = topic.create({**topic_inputs(topic, owner), "purge": True}).outs
+    own = acl.create({**checked(acl, props("kafka", "kafka", "acl", owner, owner)), "purge": True}).outs
+    real = Topic.require_ours
+
+    def dropped_meanwhile(self, instance, admin, ident, what):
+        real(self, instance, admin, ident, what)
+        if ident.kind == "topic":
+            for future in kadmin.delete_topics([f"{owner}.orders"]).values():
+                future.result(timeout=TIMEOUT)
+        else:
+            deletion = UserScramCredentialDeletion(owner, ScramMechanism.SCRAM_SHA_512)
+            kadmin.alter_user_scram_credentials([deletion])[owner].result(timeout=TIMEOUT)
+
+    monkeypatch.setattr(Topic, "require_ours", dropped_meanwhile)
+    monkeypatch.setattr(Acl, "require_ours", dropped_meanwhile)
+    topic.delete("id", outs)
+    acl.delete("id", own)
+    assert not any(key.endswith(f"{owner}.orders") or key == f"acl:{owner}"
+                   for key in read_markers(instance(topic), kadmin))
+
+
 def test_topic_retained_delete_keeps_data_purge_drops_and_recreate_waits(topic, owner, kadmin, admin):
     outs = topic.create(topic_inputs(topic, owner)).outs
     assert produce(admin["kafka"].user, admin["kafka"].password, f"{owner}.orders", b"kept") is None

@@ -579,6 +579,39 @@ def test_engine_names_follow_each_service_rules(kind, name, rule, owner):
     assert kind.engine_name(owner, owner) == owner
 
 
+def test_a_queue_another_run_drops_while_it_is_looked_at_is_gone_not_a_traceback(provider_for, owner, monkeypatch):
+    """Two workspaces purging one project's queue at once: one finds it and loses it between two calls."""
+    from providers import localstack
+
+    queue, oob = provider_for(Queue), QueueOutOfBand()
+    name = f"{owner}-jobs"
+    try:
+        outs = queue.create(checked(queue, "jobs", owner, {})).outs
+        real = localstack._queue_url
+
+        def found_then_dropped(sqs, wanted):
+            url = real(sqs, wanted)
+            if url:
+                oob.sqs.delete_queue(QueueUrl=url)  # the other run's purge, right after this look
+            return url
+
+        monkeypatch.setattr(localstack, "_queue_url", found_then_dropped)
+        assert queue.read("id", outs).id == ""  # gone, as a refresh a moment later sees it
+        monkeypatch.undo()
+        outs = queue.create(checked(queue, "jobs", owner, {})).outs
+        real_remove = Queue.remove
+
+        def dropped_first(self, instance, ident, observed):
+            oob.sqs.delete_queue(QueueUrl=observed.attributes["queueUrl"])
+            real_remove(self, instance, ident, observed)
+
+        monkeypatch.setattr(Queue, "remove", dropped_first)
+        queue.delete("id", {**outs, "purge": True})  # nothing left to drop: done, no error
+        assert not oob.exists(name)
+    finally:
+        oob.cleanup(name)
+
+
 def test_table_key_shorthand_and_range_key(provider_for, owner):
     table, oob = provider_for(Table), TableOutOfBand()
     name = f"{owner}-events"
