@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from contextlib import contextmanager, nullcontext
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
@@ -249,6 +250,8 @@ _IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 _RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 _RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 _ALREADY_EXISTS = ("BucketAlreadyOwnedByYou", "BucketAlreadyExists")
+#: Seconds from tagging a bucket just made to looking at its tags again (see Bucket.create_resource).
+_TAG_SETTLE = 0.1
 
 
 def bucket_rule(mapped: str) -> str | None:
@@ -335,6 +338,10 @@ def empty_bucket(s3: BaseClient, bucket: str, bypass_retention: bool) -> int:
     return deleted
 
 
+#: What S3 (and MinIO) take in a tag key or value.
+_TAG_TEXT = re.compile(r"[\w .:/=+\-@]*")
+
+
 class BucketSpec(BaseModel):
     """Params of a `bucket`. Object lock is fixed at creation; versioning and tags change in place."""
 
@@ -355,6 +362,11 @@ class BucketSpec(BaseModel):
         bad = [key for key, value in tags.items() if not 1 <= len(key) <= 128 or len(value) > 256]
         if bad:
             raise ValueError(f"tag keys are 1-128 and values at most 256 characters ({bad[0]!r} is not)")
+        bad = [text for pair in tags.items() for text in pair if not _TAG_TEXT.fullmatch(text)]
+        if bad:
+            raise ValueError(f"tags hold letters, digits, spaces and _ . : / = + - @ only ({bad[0]!r} does not)")
+        if any(key.lower().startswith("aws:") for key in tags):
+            raise ValueError("tag keys starting with 'aws:' are reserved for AWS")
         return tags
 
 
@@ -401,9 +413,10 @@ class Bucket(GuardedKind):
         if s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount"):
             return conflict
         return Conflict(verb, conflict.what, conflict.cause,
-                        f"it is empty and untagged, as a create cut short leaves it: if so, remove it "
-                        f"(`aws s3 rb s3://{bucket}` or `mc rb`) and run `pulumi up` again; otherwise choose another "
-                        f"`name` for this resource; nothing was changed")
+                        f"it is empty and untagged, as a create cut short leaves it, or as another stack's create "
+                        f"leaves it for a moment: if it is still untagged in a minute, remove it (`aws s3 rb "
+                        f"s3://{bucket}` or `mc rb`) and run `pulumi up` again; otherwise choose another `name` for "
+                        f"this resource; nothing was changed")
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -414,14 +427,33 @@ class Bucket(GuardedKind):
         adopted = bucket_exists(s3, bucket)
         if adopted:
             # `create` observed before it called this: one made meanwhile (another stack) is not ours to converge.
-            holder = tags_owner(bucket_tags(s3, bucket))
-            if holder != ident.owner:
-                raise self._conflict("create", ident, Observed(owner=holder))
+            self._require_holder(s3, ident, bucket, (ident.owner,))
         else:
             self._create_bucket(instance, ident, s3, bucket, spec)
-        self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted)
+            # S3 in us-east-1 (moto too) answers 200 to a create of a bucket that exists: another stack's
+            # create may have come first. Only one nobody has marked is ours to tag.
+            self._require_holder(s3, ident, bucket, (ident.owner, None))
+        try:
+            self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted)
+        except boto_errors.ClientError as err:
+            if not adopted:
+                s3.delete_bucket(Bucket=bucket)  # made by this call, still empty: not left unmarked
+            if error_code(err) in ("InvalidTag", "MalformedXML", "InvalidArgument"):
+                raise InvalidSpec("create", f"bucket {ident}", f"params.tags: the engine refused them ({err})",
+                                  "change the tags; nothing was left behind") from err
+            raise
+        if not adopted:
+            # Two such creates may both have found it unmarked; the last to tag holds it. Looked at again
+            # once the other's tags would have landed, the first gives it up.
+            time.sleep(_TAG_SETTLE)
+            self._require_holder(s3, ident, bucket, (ident.owner,))
         self.stands(instance, ident, spec, made=not adopted)
         return self._attributes(instance, bucket)
+
+    def _require_holder(self, s3: BaseClient, ident: Identity, bucket: str, allowed: tuple[str | None, ...]) -> None:
+        holder = tags_owner(bucket_tags(s3, bucket))
+        if holder not in allowed:
+            raise self._conflict("create", ident, Observed(owner=holder))
 
     def stands(self, instance: SharedInstance, ident: Identity, spec: BucketSpec, made: bool) -> None:
         """A hook once create's bucket stands, tagged (`made`: by this call): MinIO checks its reach again."""

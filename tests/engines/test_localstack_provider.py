@@ -612,6 +612,48 @@ def test_a_queue_another_run_drops_while_it_is_looked_at_is_gone_not_a_traceback
         oob.cleanup(name)
 
 
+def test_two_projects_creating_one_bucket_at_once_end_with_one_holder(provider_for, owner, monkeypatch):
+    """Project `<owner>`'s bucket `y` and project `<owner>-y`'s own are one S3 bucket, and S3 in us-east-1
+    answers 200 to both creates: both had tagged it as theirs, the last tag winning. Now one gives it up."""
+    import threading
+
+    from providers import s3
+
+    oob = BucketOutOfBand()
+    name = f"{owner}-y"
+    both_looked = threading.Barrier(2, timeout=30)
+    real = s3.bucket_exists
+    monkeypatch.setattr(s3, "bucket_exists", lambda client, bucket: (real(client, bucket), both_looked.wait())[0])
+    outcomes: dict[str, str] = {}
+
+    def create(name_: str, project: str) -> None:
+        bucket = provider_for(LocalstackBucket)
+        try:
+            bucket.create(checked(bucket, name_, project, {}))
+            outcomes[project] = "created"
+        except Conflict:
+            outcomes[project] = "conflict"
+
+    try:
+        threads = [threading.Thread(target=create, args=args) for args in (("y", owner), (name, name))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes.values()) == ["conflict", "created"], outcomes
+        (winner,) = [project for project, outcome in outcomes.items() if outcome == "created"]
+        assert oob.tags(name)["devstack-owner"] == winner
+    finally:
+        oob.cleanup(name)
+
+
+def test_tags_the_engine_would_refuse_fail_check(provider_for, owner):
+    bucket = provider_for(LocalstackBucket)
+    for tags, why in (({"a*b": "x"}, "'a*b' does not"), ({"k": "v#!"}, "'v#!' does not"), ({"aws:x": "y"}, "'aws:'")):
+        failures = bucket.check({}, props("localstack", "aws", "bucket", "tagged", owner, {"tags": tags})).failures
+        assert [f.property for f in failures] == ["params.tags"] and why in failures[0].reason, failures
+
+
 def test_table_key_shorthand_and_range_key(provider_for, owner):
     table, oob = provider_for(Table), TableOutOfBand()
     name = f"{owner}-events"

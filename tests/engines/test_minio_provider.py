@@ -21,7 +21,7 @@ from minio.credentials import StaticProvider
 from minio.error import MinioAdminException
 from minio.minioadmin import MinioAdmin
 
-from providers.errors import Conflict, NotFound
+from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.minio import AccessKey, MinioBucket, MinioLifecycle, tenant_policy
 from tests.engines.conftest import props
@@ -585,6 +585,21 @@ def test_a_key_is_refused_while_a_foreign_bucket_sits_within_its_reach(owner, ke
             keys()
     finally:
         oob.cleanup(f"{owner}-raw")
+
+
+def test_tags_the_engine_refuses_leave_no_bucket_behind(configure, owner, oob, monkeypatch):
+    """Should MinIO refuse a bucket's tags past validation, the bucket this create made does not stay
+    behind empty and unmarked (every later up would refuse it as foreign)."""
+    import re
+
+    from providers import s3
+
+    monkeypatch.setattr(s3, "_TAG_TEXT", re.compile(r".*"))  # as if validation let them through
+    bucket = configure(MinioBucket())
+    inputs = bucket.check({}, props("minio", "objects", "bucket", "tagged", owner, {"tags": {"a*b": "x"}})).inputs
+    with pytest.raises(InvalidSpec, match="params.tags: the engine refused them"):
+        bucket.create(inputs)
+    assert not oob.exists(f"{owner}-tagged")
 
 
 def test_an_empty_untagged_bucket_is_foreign_but_the_message_shows_the_way_out(configure, owner, oob):
