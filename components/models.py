@@ -78,11 +78,22 @@ class ProjectFile(Strict):
     resources: list[ResourceDecl] = Field(default_factory=list)
 
 
+class InstanceConfig(SharedInstance):
+    """A shared instance as the stack config declares it: its admin password lives under its own secret
+    key (`adminSecret`), never in the workspace, which Pulumi keeps in plaintext in the config and the state."""
+
+    @field_validator("admin_password", mode="before")
+    @classmethod
+    def _not_in_the_workspace(cls, value: Any) -> Any:
+        raise ValueError("the admin password does not go in devstack:workspace, which is kept in plaintext: "
+                         "remove it, store it with `pulumi config set --secret <key>` and name that key in adminSecret")
+
+
 class WorkspaceConfig(Strict):
     """`devstack:workspace` in a stack's config: shared instances and project files."""
 
     name: str
-    shared: dict[str, SharedInstance] = Field(default_factory=dict)
+    shared: dict[str, InstanceConfig] = Field(default_factory=dict)
     projects: list[str] = Field(default_factory=list)
 
     @field_validator("shared", mode="before")

@@ -91,6 +91,8 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
     if kind in ("model_type", "dict_type"):  # pydantic's wording names our model classes
         return f"must be a mapping (got {_shown(error.get('input'))})"
     message = error["msg"].removeprefix("Value error, ")  # pydantic's wording for a validator's own message
+    if loc and loc[-1] == "admin_password":
+        return message  # never the value: it is a password
     fix = _WRITE_INSTEAD.get(kind)
     if kind == "string_type" and isinstance(error.get("input"), (bool, int, float)):
         fix = "put it in quotes: YAML reads yes, no, on and off as booleans and 007 as a number"

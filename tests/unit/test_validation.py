@@ -607,6 +607,16 @@ def test_an_admin_password_in_plaintext_is_a_problem_used_or_not(tmp_path):
                     config_is_secret=lambda key: key in secret).projects
 
 
+def test_an_admin_password_in_the_workspace_is_refused_without_showing_it(tmp_path):
+    """devstack:workspace is plaintext in the stack config and in the provider's state: no password there."""
+    shared = {**ALL_ENGINES["shared"], "pg": {**ALL_ENGINES["shared"]["pg"], "admin_password": "hunter2-plain"}}
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate({**ALL_ENGINES, "shared": shared}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    (problem,) = raised.value.problems
+    assert problem.path == "config.devstack:workspace.shared.pg.admin_password"
+    assert "pulumi config set --secret" in problem.message and "hunter2" not in str(problem)
+
+
 def test_valid_project_passes_and_defaults_names(tmp_path):
     text = db() + "services:\n  api:\n    uses: [pg]\n    env:\n      import:\n        - from: pg/database\n          vars: {URL: dsn}\n"
     path = tmp_path / "ok" / "devstack.yaml"
