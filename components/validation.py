@@ -8,6 +8,7 @@ so a bad declaration anywhere means nothing is created or changed.
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -107,9 +108,15 @@ _WRITE_INSTEAD = {
 }
 
 
+#: A repr that stops early: a whole section given the wrong shape would fill the screen, and aliases of
+#: aliases in YAML make one value of billions of items out of a few hundred bytes.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxother = 3, 4, 4, 40, 40
+
+
 def _shown(value: Any, limit: int = 60) -> str:
-    """The offending value, cut short: a whole section given the wrong shape would fill the screen."""
-    text = repr(value)
+    """The offending value, cut short."""
+    text = _SHORT.repr(value)
     return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 

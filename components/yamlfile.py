@@ -82,14 +82,21 @@ def encryption_salt(root: Path, stack: str) -> str | None:
     return salt if isinstance(salt, str) else None
 
 
-def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], within: tuple[yaml.Node, ...] = ()) -> None:
+def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], within: tuple[yaml.Node, ...] = (),
+           seen: set[int] | None = None) -> None:
     if any(node is outer for outer in within):
         # `a: &x [*x]`: a value that contains itself, which nothing here can read to the end.
         raise yaml.constructor.ConstructorError(
             None, None, f"{format_path(path) or 'the document'} refers to a node that contains it (an alias "
             "inside its own anchor); write the value out", node.start_mark)
-    within += (node,)
     lines.setdefault(path, node.start_mark.line + 1)
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        # An alias of a node indexed already: its lines are known, and walking it once per use would take
+        # exponential time over aliases of aliases (a few hundred bytes can ask for billions of nodes).
+        return
+    seen.add(id(node))
+    within += (node,)
     if isinstance(node, yaml.MappingNode):
         first: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -101,10 +108,10 @@ def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], within
             first[key] = line
             child = path + (key,)
             lines[child] = line
-            _index(value_node, child, lines, within)
+            _index(value_node, child, lines, within, seen)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _index(item, path + (index,), lines, within)
+            _index(item, path + (index,), lines, within, seen)
 
 
 def format_path(path: FieldPath) -> str:

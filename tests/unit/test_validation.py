@@ -451,6 +451,21 @@ def test_max_deliver_zero_is_normalized_to_what_the_server_stores():
     assert ConsumerSpec.model_validate({"stream": "s", "maxDeliver": 0}).max_deliver == -1
 
 
+def test_aliases_of_aliases_are_read_once(tmp_path):
+    """Nine levels of ten aliases each make one value of 10^9 items in under 600 bytes: indexing its lines and
+    showing it in a message walked every item (minutes and gigabytes by level 7). Now each is read once."""
+    lines = ["apiVersion: devstack/v1", "kind: Project", "name: p0", 'x0: &a0 ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]']
+    lines += [f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    path = tmp_path / "p0" / "devstack.yaml"
+    path.parent.mkdir()
+    path.write_text("\n".join(lines + ["resources: *a8", ""]))
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate({**WORKSPACE, "projects": ["p0/devstack.yaml"]}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    found = {p.path: p for p in raised.value.problems}
+    assert {"x0", "resources[0]"} <= set(found) and "unknown field 'x0'" in found["x0"].message
+    assert "must be a mapping (got [[[[" in found["resources[0]"].message and len(found["resources[0]"].message) < 120
+
+
 def test_an_alias_inside_its_own_anchor_is_a_yaml_problem(tmp_path):
     text = HEADER + "resources: &r  # <-\n  - {uses: pg, kind: database, params: {extensions: *r}}\n"
     (problem,) = problems(tmp_path, text)
