@@ -104,13 +104,14 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
     )
     try:
         client.ping()
-    except (redis_py.ConnectionError, redis_py.TimeoutError) as err:
+    except redis_py.RedisError as err:
         client.close()
-        hint = (
-            f"check devstack:{instance.admin_secret} in the stack config"
-            if isinstance(err, redis_py.AuthenticationError)
-            else instance.start_hint()
-        )
+        if isinstance(err, redis_py.AuthenticationError):
+            hint = f"check devstack:{instance.admin_secret} in the stack config"
+        elif isinstance(err, (redis_py.ConnectionError, redis_py.TimeoutError)):
+            hint = instance.start_hint()
+        else:  # something answers there, but not as Redis does: another engine's port, say
+            hint = f"it does not answer as Redis: check shared.{instance.name}.port in the stack config"
         raise EngineUnavailable(
             "connect to", f"redis instance {instance.name!r} at {instance.address}", str(err) or type(err).__name__, hint
         ) from err

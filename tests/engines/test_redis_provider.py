@@ -283,6 +283,15 @@ def test_engine_down_names_engine_address_and_fix(configure, owner):
     assert time.monotonic() - started < 5  # no retry loop with backoff
 
 
+def test_another_engine_at_the_address_is_named_as_such_not_a_traceback(configure, owner):
+    """A port typo that lands on another engine (NATS here) answers, but not as Redis does."""
+    provider = configure(RedisIndex())
+    provider._instances["cache"] = provider._instances["cache"].model_copy(update={"port": 24222})
+    with pytest.raises(EngineUnavailable, match=r"redis instance 'cache' at 127\.0\.0\.1:24222.*does not answer as "
+                                                r"Redis: check shared\.cache\.port"):
+        provider.create(props("redis", "cache", "redis_index", owner, owner))
+
+
 # --- acl_user -------------------------------------------------------------------
 
 
