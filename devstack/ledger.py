@@ -1013,6 +1013,10 @@ def collect_garbage(
     from providers.base import marker_workspace
 
     filters = validate_filters(engine, kind, project)
+    if prune:
+        # An up running on this stack makes resources it records only once each is made: they would
+        # look like this workspace's orphans.
+        _refuse_when_locked(stack, "prune", "orphans")
     config = instances_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))
     # The program knows its stack by the short name (`local` of `organization/local`), as the config file is named.

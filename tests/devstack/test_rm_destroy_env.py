@@ -269,6 +269,10 @@ def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(san
         assert "the stack is locked by another pulumi run (pid 4242 of u@h" in refused.stderr
         assert "nothing was dropped" in refused.stderr and refused.stdout == ""
         assert database_exists(admin, db_a) and acl_user_exists(admin, local_shared, a)
+    # gc --prune too: the running up's resources not recorded yet would look like orphans.
+    refused = sandbox.cli("resource", "gc", "--prune", "--yes", "-w", "half")
+    assert refused.returncode == EngineError.exit_code and "the stack is locked by another pulumi run" in refused.stderr
+    assert sandbox.cli("resource", "gc", "-w", "half").returncode == 0  # a listing alone goes ahead
     lock.unlink()
 
     # Redis is down: the drops before it (the database's among them) are in the report; the ledger stayed.
