@@ -455,6 +455,11 @@ def refuse_irreversible(config: StreamConfig, layout: Mapping[str, Any], verb: s
                           "delete it with purge and create it again")
 
 
+def stream_in_sync(config: StreamConfig) -> bool:
+    """Whether the stream moves nothing across projects and keeps devstack's layout."""
+    return not (reaching_out(config) or off_layout(config, STREAM_LAYOUT))
+
+
 def reaching_out(config: StreamConfig) -> list[str]:
     """Settings devstack never makes that move messages across the project's subjects: copying another
     stream in (mirror, sources) or publishing out (republish, subject_transform)."""
@@ -513,7 +518,7 @@ class Stream(NatsKind):
             owner=metadata_owner(info.config.metadata),
             params=params,
             attributes={"stream": name, "subjects": ",".join(params["subjects"]),
-                        "configInSync": not (reaching_out(info.config) or off_layout(info.config, STREAM_LAYOUT))},
+                        "configInSync": stream_in_sync(info.config)},
         )
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
@@ -560,14 +565,14 @@ class Stream(NatsKind):
             if info is None:
                 return await session.js.add_stream(wanted)
             if stream_params(wanted) == stream_params(live) and wanted.metadata == live.metadata \
-                    and not reaching_out(live) and not off_layout(live, STREAM_LAYOUT):
+                    and stream_in_sync(live):
                 return info  # already converged: change nothing
             return await session.js.update_stream(wanted)
 
         with api_errors(verb, f"stream {ident}"):
             info = run(instance, work)
         return {**self._base_attributes(instance), "stream": name, "subjects": ",".join(info.config.subjects or []),
-                "configInSync": not (reaching_out(info.config) or off_layout(info.config, STREAM_LAYOUT))}
+                "configInSync": stream_in_sync(info.config)}
 
 
 class ConsumerSpec(BaseModel):
