@@ -449,6 +449,11 @@ def layout_fields(layout: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def refuse_irreversible(config: StreamConfig, layout: Mapping[str, Any], verb: str, what: str) -> None:
+    """Refuse what was set outside Pulumi and NATS cannot undo in place: a mirror (it cannot turn back into
+    a plain stream), or one of IRREVERSIBLE."""
+    if config.mirror:
+        raise Unsupported(verb, what, f"it mirrors stream {config.mirror.name!r} (set outside Pulumi), which NATS "
+                          "cannot undo in place", "delete it with purge and create it again")
     stuck = [name for name in IRREVERSIBLE if getattr(config, name) and not layout[name]]
     if stuck:
         raise Unsupported(verb, what, f"it is set {' and '.join(stuck)} (outside Pulumi), which NATS cannot undo",
@@ -551,10 +556,6 @@ class Stream(NatsKind):
                 storage=jetstream_api.StorageType(spec.storage),
                 discard=jetstream_api.DiscardPolicy.OLD,
             )
-            if live.mirror:
-                # NATS cannot turn a mirror back into a plain stream.
-                raise Unsupported("update", f"stream {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
-                                  "Pulumi), which NATS cannot undo in place", "delete it with purge and create it again")
             refuse_irreversible(live, STREAM_LAYOUT, verb, f"stream {ident}")
             wanted = live.evolve(
                 subjects=subjects, max_age=float(spec.max_age), max_bytes=spec.max_bytes, max_msgs=spec.max_msgs,
@@ -900,9 +901,6 @@ class Kv(NatsKind):
         async def work(session: Session) -> None:
             info = await stream_info(session.js, KV_STREAM_PREFIX + bucket)
             live = info.config if info else self._new_config(bucket, spec)
-            if live.mirror:
-                raise Unsupported(verb, f"kv {ident}", f"it mirrors stream {live.mirror.name!r} (set outside "
-                                  "Pulumi), which NATS cannot undo in place", "delete it with purge and create it again")
             refuse_irreversible(live, KV_LAYOUT, verb, f"kv {ident}")
             wanted = live.evolve(
                 max_msgs_per_subject=spec.history, max_age=float(spec.ttl), max_bytes=spec.max_bytes,
