@@ -92,7 +92,7 @@ class InstanceConfig(SharedInstance):
 class WorkspaceConfig(Strict):
     """`devstack:workspace` in a stack's config: shared instances and project files."""
 
-    name: str
+    name: str = Field(min_length=1)
     shared: dict[str, InstanceConfig] = Field(default_factory=dict)
     projects: list[str] = Field(default_factory=list)
 

@@ -407,7 +407,12 @@ def _services(data: dict, decls, broken: list[Any], owner: str, workspace: Works
         return {}
     services = {}
     for name, raw in raw_services.items():
-        at = ("services", str(name))
+        if not isinstance(name, str) or not name:
+            # `~:` or `1:` as a key: YAML reads it as null or a number, which would become a service "None".
+            report.add(("services",), f"key {_shown(name)} is not a service name; give a name (quote it if YAML "
+                                      "reads it as another value)")
+            continue
+        at = ("services", name)
         try:
             service = ServiceDecl.model_validate(raw or {})
         except ValidationError as err:

@@ -48,6 +48,31 @@ class SharedInstance(BaseModel):
         if ":" in value:
             raise ValueError(f"{value!r} is an IPv6 address or has a port; give a host name or an IPv4 address "
                              "(the port goes in `port`)")
+        if not value or value != value.strip() or " " in value:
+            raise ValueError("not a host name; give a host name or an IPv4 address (127.0.0.1 when unset)")
+        return value
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _port_not_a_flag(cls, value: Any) -> Any:
+        # pydantic reads `port: true` as port 1, which then "does not answer".
+        if isinstance(value, bool):
+            raise ValueError("not a port number; give the engine's TCP port (1 to 65535)")
+        return value
+
+    @field_validator("admin_user", "admin_secret", "region")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or value != value.strip()):
+            raise ValueError("blank or with spaces around it; give the name itself")
+        return value
+
+    @field_validator("admin_secret")
+    @classmethod
+    def _a_config_key(cls, value: str) -> str:
+        # Read as the stack config key devstack:<adminSecret>.
+        if ":" in value:
+            raise ValueError("has a namespace; give the key alone (it is read as devstack:<key>)")
         return value
 
     @field_validator("version", mode="before")

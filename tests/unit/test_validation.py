@@ -560,6 +560,33 @@ def test_instance_version_may_be_a_number_and_port_must_be_one(tmp_path):
     assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.host"] and "IPv6" in found[0].message
 
 
+@pytest.mark.parametrize("field, value, says", [
+    ("port", True, "not a port number"),  # pydantic alone reads it as port 1
+    ("host", "", "not a host name"),
+    ("host", " 127.0.0.1", "not a host name"),
+    ("adminUser", "", "blank"),
+    ("adminSecret", "", "blank"),
+    ("adminSecret", "devstack:pgAdmin", "give the key alone"),
+    ("region", "", "blank"),
+])
+def test_an_instance_field_that_could_never_reach_its_engine_is_a_problem(tmp_path, field, value, says):
+    pg = WORKSPACE["shared"]["pg"]
+    found = problems(tmp_path, db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, field: value}}})
+    assert [p.path for p in found] == [f"config.devstack:workspace.shared.pg.{field}"] and says in found[0].message
+
+
+def test_a_workspace_needs_a_name(tmp_path):
+    found = problems(tmp_path, HEADER, workspace={**WORKSPACE, "name": ""})
+    assert [p.path for p in found] == ["config.devstack:workspace.name"]
+
+
+@pytest.mark.parametrize("key", ["~", "1"])
+def test_a_service_key_yaml_reads_as_another_value_is_a_problem(tmp_path, key):
+    text = HEADER + f"services:  # <-\n  {key}:\n    env: {{A: b}}\n"
+    (problem,) = problems(tmp_path, text)
+    assert (problem.path, problem.line) == ("services", marked_line(text)) and "is not a service name" in problem.message
+
+
 def test_a_section_of_the_wrong_shape_is_quoted_short(tmp_path):
     workspace = {**WORKSPACE, "shared": [{"name": f"instance-{i}", "engine": "postgres"} for i in range(20)]}
     (problem,) = problems(tmp_path, HEADER, workspace=workspace)
