@@ -113,12 +113,28 @@ class MinioLifecycle(s3.Lifecycle):
 # --- admin API ---------------------------------------------------------------
 
 
+def _minio_only(pool: Any) -> Any:
+    """`pool` whose refusals must come from MinIO (`s3.expect_server`): another S3 server answers
+    an admin call as a request for a missing bucket named "minio". MinIO names itself in the
+    admin API's errors only, not in its successful answers."""
+    urlopen = pool.urlopen
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        response = urlopen(*args, **kwargs)
+        if response.status >= 400:
+            s3.expect_server(ENGINE, response.headers.get("Server"))
+        return response
+
+    pool.urlopen = checked
+    return pool
+
+
 @one_per_key
 def _admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
     credentials = minio_credentials.StaticProvider(user, secret)
     # Fail fast when the server is down instead of the library's 5-minute default.
-    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),
-                               retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2))
+    http = _minio_only(urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),
+                                           retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2)))
     return minio_admin.MinioAdmin(endpoint=address, credentials=credentials, region=region, secure=False,
                                   http_client=http)
 

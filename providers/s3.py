@@ -77,8 +77,23 @@ def _session() -> Any:
     return boto3.session.Session()
 
 
+class ForeignServer(Exception):
+    """An answer from another kind of server than the instance's engine."""
+
+
+def expect_server(engine: str, server: str | None) -> None:
+    """Refuse an answer MinIO gave for LocalStack, or another server gave for MinIO.
+
+    Each speaks S3 well enough to answer: a port that points at the other one
+    would read every bucket as gone, and a refresh would drop them from the ledger.
+    MinIO names itself in every response's Server header.
+    """
+    if ("minio" in (server or "").lower()) != (engine == "minio"):
+        raise ForeignServer(f"the server there answers as {server or 'an unnamed server'}, not as {engine}")
+
+
 @one_per_key
-def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> BaseClient:
+def _client(service: str, endpoint: str, region: str, key: str, secret: str, engine: str) -> BaseClient:
     config = botocore_config.Config(
         connect_timeout=3,
         read_timeout=30,
@@ -86,20 +101,24 @@ def _client(service: str, endpoint: str, region: str, key: str, secret: str) -> 
         # MinIO and moto serve buckets under the endpoint's path, not as subdomains.
         s3={"addressing_style": "path"},
     )
-    return _session().client(
+    client = _session().client(
         service, endpoint_url=endpoint, region_name=region,
         aws_access_key_id=key, aws_secret_access_key=secret, config=config,
     )
+    # Every answer, errors included, passes here before the client parses or raises it.
+    client.meta.events.register("after-call", lambda http_response, **_: expect_server(engine, http_response.headers.get("Server")))
+    return client
 
 
 def aws_client(instance: SharedInstance, service: str) -> BaseClient:
     """The admin client of `service` on `instance` (thread-safe, cached per process)."""
-    return _client(service, endpoint_of(instance), region_of(instance), instance.admin_user, instance.password())
+    return _client(service, endpoint_of(instance), region_of(instance), instance.admin_user, instance.password(),
+                   instance.engine)
 
 
 def client_as(instance: SharedInstance, service: str, key: str, secret: str) -> BaseClient:
     """A client of `service` on `instance` signing with another key pair (a tenant's)."""
-    return _client(service, endpoint_of(instance), region_of(instance), key, secret)
+    return _client(service, endpoint_of(instance), region_of(instance), key, secret, instance.engine)
 
 
 def error_code(err: ClientError) -> str:
@@ -131,6 +150,9 @@ def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
         if error_code(err) not in ADMIN_REJECTED:
             raise
         raise admin_rejected(instance, engine, err) from err
+    except ForeignServer as err:
+        raise EngineUnavailable("connect to", f"{engine} instance {instance.name!r} at {instance.address}", str(err),
+                                f"check shared.{instance.name}.host and .port in the stack config") from err
     except transport_failures() as err:
         cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineUnavailable(

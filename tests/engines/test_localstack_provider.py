@@ -469,6 +469,21 @@ class KindContract:
             provider.create(self.inputs(provider, case, owner))
 
 
+    def test_another_s3_server_at_the_address_is_refused_not_read_as_gone(self, case, kit):
+        """A port pointing at MinIO for LocalStack, or at LocalStack for MinIO: each answers S3 calls,
+        and its "no such bucket" read as gone would drop the resource from the ledger at a refresh."""
+        provider, owner, name = kit
+        made = provider.create(self.inputs(provider, case, owner, purge=True))
+        other = next(i for i in provider._instances.values() if i.engine in {"minio", "localstack"} - {case.kind.engine})
+        real = provider._instances[case.instance]
+        provider._instances[case.instance] = real.model_copy(update={"port": other.port})
+        refused = rf"{case.kind.engine} instance '{case.instance}' at 127\.0\.0\.1:{other.port}: the server there answers as .*, not as {case.kind.engine}.*check shared\.{case.instance}\.host and \.port"
+        with pytest.raises(EngineUnavailable, match=refused):
+            provider.read(made.id, made.outs)
+        with pytest.raises(EngineUnavailable, match=refused):
+            provider.delete(made.id, made.outs)
+        assert case.oob.tags(name)["devstack-owner"] == owner
+
 class TestLocalstackKinds(KindContract):
     @pytest.fixture(params=LOCALSTACK_CASES, ids=lambda case: case.id)
     def case(self, request) -> Case:

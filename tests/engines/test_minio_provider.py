@@ -21,7 +21,7 @@ from minio.credentials import StaticProvider
 from minio.error import MinioAdminException
 from minio.minioadmin import MinioAdmin
 
-from providers.errors import Conflict, InvalidSpec, NotFound
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.minio import AccessKey, MinioBucket, MinioLifecycle, tenant_policy
 from tests.engines.conftest import props
@@ -459,6 +459,20 @@ def test_access_key_retained_then_purged_delete(owner, buckets, keys, minio_admi
     with pytest.raises(MinioAdminException):
         minio_admin.policy_info(f"devstack-{owner}")
     provider.delete("id", {**outs, "purge": True})  # already gone is fine
+
+
+def test_an_access_key_on_another_s3_server_is_refused_not_read_as_gone(owner, buckets, keys, minio_admin):
+    """The instance's port pointing at LocalStack: its admin API answers as a missing bucket "minio"."""
+    buckets()
+    provider, outs = keys()
+    aws_port = next(i.port for i in provider._instances.values() if i.engine == "localstack")
+    provider._instances["objects"] = provider._instances["objects"].model_copy(update={"port": aws_port})
+    refused = rf"minio instance 'objects' at 127\.0\.0\.1:{aws_port}: the server there answers as .*, not as minio"
+    with pytest.raises(EngineUnavailable, match=refused):
+        provider.read("id", outs)
+    with pytest.raises(EngineUnavailable, match=refused):
+        provider.delete("id", {**outs, "purge": True})
+    assert json.loads(minio_admin.user_info(owner))["status"] == "enabled"
 
 
 def test_access_key_purge_cut_after_the_user_went_removes_the_policy_when_run_again(owner, keys, configure,
