@@ -199,6 +199,10 @@ QUEUE_ATTRIBUTES = {
     "receive_wait_time_seconds": "ReceiveMessageWaitTimeSeconds",
 }
 
+#: Settings a queue has none of unless set outside devstack: a dead-letter queue (moving messages to
+#: any queue, another project's too) and an access policy. Drift when set.
+QUEUE_EXTRAS = ("RedrivePolicy", "Policy")
+
 
 class QueueSpec(_Spec):
     """Params of a `queue`. FIFO is fixed at creation; the rest change in place (defaults = SQS's)."""
@@ -256,8 +260,12 @@ class Queue(_AwsKind):
         return Observed(
             owner=s3.tags_owner(sqs.list_queue_tags(QueueUrl=url).get("Tags", {})),
             params=params,
-            attributes={**location(instance), "queue": name, "queueUrl": url, "queueArn": live["QueueArn"]},
+            attributes={**location(instance), "queue": name, "queueUrl": url, "queueArn": live["QueueArn"],
+                        "configInSync": not any(live.get(extra) for extra in QUEUE_EXTRAS)},
         )
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["configInSync"] if olds.get("configInSync") is False else []
 
     def make(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> dict[str, Any] | None:
         name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
@@ -273,14 +281,17 @@ class Queue(_AwsKind):
     def converge(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> dict[str, Any]:
         name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
         url = _queue_url(sqs, name)
-        sqs.set_queue_attributes(QueueUrl=url, Attributes=_queue_attributes(spec))
+        live = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        # An empty value removes the setting.
+        extras = {extra: "" for extra in QUEUE_EXTRAS if live.get(extra)}
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={**_queue_attributes(spec), **extras})
         sqs.tag_queue(QueueUrl=url, Tags=s3.marker_tags(ident, stack))
         return self._attributes(instance, sqs, name, url)
 
     @staticmethod
     def _attributes(instance: SharedInstance, sqs: BaseClient, name: str, url: str) -> dict[str, Any]:
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        return {**location(instance), "queue": name, "queueUrl": url, "queueArn": arn}
+        return {**location(instance), "queue": name, "queueUrl": url, "queueArn": arn, "configInSync": True}
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
         s3.aws_client(instance, "sqs").delete_queue(QueueUrl=observed.attributes["queueUrl"])
@@ -382,6 +393,10 @@ def _stream_summary(kinesis: BaseClient, name: str) -> dict[str, Any] | None:
     return None if summary.get("StreamStatus") == "DELETING" else summary
 
 
+def _on_demand(summary: dict[str, Any]) -> bool:
+    return (summary.get("StreamModeDetails") or {}).get("StreamMode") == "ON_DEMAND"
+
+
 class Stream(_AwsKind):
     """A provisioned Kinesis data stream tagged with the ownership marker."""
 
@@ -400,9 +415,11 @@ class Stream(_AwsKind):
         if summary is None:
             return None
         tags = s3.tag_dict(kinesis.list_tags_for_stream(StreamName=name).get("Tags", []))
+        # Switched to on-demand out of band, it has no fixed shard count: none, which the next up sets again.
+        shards = None if _on_demand(summary) else summary.get("OpenShardCount")
         return Observed(
             owner=s3.tags_owner(tags),
-            params={"shard_count": summary.get("OpenShardCount"), "retention_hours": summary.get("RetentionPeriodHours")},
+            params={"shard_count": shards, "retention_hours": summary.get("RetentionPeriodHours")},
             attributes={**location(instance), "stream": name, "streamArn": summary["StreamARN"]},
         )
 
@@ -422,6 +439,10 @@ class Stream(_AwsKind):
         # Tags first: some servers (moto) ignore the Tags of CreateStream.
         kinesis.add_tags_to_stream(StreamName=name, Tags=s3.marker_tags(ident, stack))
         summary = _stream_summary(kinesis, name) or {}
+        if _on_demand(summary):  # the shard count of an on-demand stream cannot be set
+            kinesis.update_stream_mode(StreamARN=summary["StreamARN"], StreamModeDetails={"StreamMode": "PROVISIONED"})
+            self._wait_active(instance, kinesis, name)
+            summary = _stream_summary(kinesis, name) or {}
         if summary.get("OpenShardCount") != spec.shard_count:
             kinesis.update_shard_count(StreamName=name, TargetShardCount=spec.shard_count, ScalingType="UNIFORM_SCALING")
             self._wait_active(instance, kinesis, name)

@@ -10,6 +10,7 @@ behaviour (FIFO, key schema, billing) follows the contract.
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -518,6 +519,50 @@ def test_fifo_queue_keeps_its_suffix_and_updates_deduplication_in_place(provider
         assert oob.attributes(name)["ContentBasedDeduplication"] == "true"
     finally:
         oob.cleanup(name)
+
+
+def test_a_stream_switched_to_on_demand_is_drift_and_provisioned_again(provider_for, owner):
+    """An on-demand stream has no fixed shard count, and UpdateShardCount refuses it."""
+    stream, oob = provider_for(Stream), StreamOutOfBand()
+    name = f"{owner}-clicks"
+    try:
+        inputs = checked(stream, "clicks", owner, {"shardCount": 2})
+        outs = stream.create(inputs).outs
+        arn = oob.kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamARN"]
+        oob.kinesis.update_stream_mode(StreamARN=arn, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+        refreshed = stream.read("id", outs).outs
+        assert stream.diff("id", refreshed, inputs).changes is True
+        stream.update("id", refreshed, checked(stream, "clicks", owner, {"shardCount": 1}))
+        summary = oob.kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+        assert (summary["StreamModeDetails"]["StreamMode"], summary["OpenShardCount"]) == ("PROVISIONED", 1)
+    finally:
+        oob.cleanup(name)
+
+
+def test_a_dead_letter_queue_or_policy_set_outside_is_drift_and_removed(provider_for, owner):
+    """A RedrivePolicy moves the queue's messages to any queue, another project's too."""
+    queue, oob = provider_for(Queue), QueueOutOfBand()
+    name, elsewhere = f"{owner}-jobs", f"{owner}x-dead"
+    try:
+        inputs = checked(queue, "jobs", owner, {})
+        outs = queue.create(inputs).outs
+        assert queue.read("id", outs).outs["configInSync"] is True
+        target = oob.sqs.create_queue(QueueName=elsewhere)["QueueUrl"]
+        arn = oob.sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        extras = {"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1}),
+                  "Policy": json.dumps({"Version": "2012-10-17", "Statement": [
+                      {"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": outs["queueArn"]}]})}
+        for extra, value in extras.items():
+            oob.sqs.set_queue_attributes(QueueUrl=oob.url(name), Attributes={extra: value})
+            refreshed = queue.read("id", outs).outs
+            assert refreshed["configInSync"] is False, extra
+            assert queue.diff("id", refreshed, inputs).changes is True
+            queue.update("id", refreshed, inputs)
+            assert extra not in oob.attributes(name)
+            assert queue.read("id", outs).outs["configInSync"] is True
+    finally:
+        oob.cleanup(name)
+        oob.cleanup(elsewhere)
 
 
 def test_fifo_flag_and_name_must_agree(provider_for, owner):
