@@ -362,6 +362,10 @@ class NatsKind(KindProvider):
     def engine_name(cls, name: str, owner: str) -> str:
         return nats_name(name, owner)
 
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        # Each kind's read reports its settings beyond the params in configInSync.
+        return ["configInSync"] if olds.get("configInSync") is False else []
+
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         """The base checks (identity, name rules, params), then the owner-dependent ones."""
         result = super().check(olds, news)
@@ -429,6 +433,11 @@ STREAM_LAYOUT: dict[str, Any] = {
 KV_LAYOUT: dict[str, Any] = {
     "discard": "new", "max_msg_size": -1, "max_consumers": -1, "allow_rollup_hdrs": True, "allow_direct": True,
     "no_ack": False, "sealed": False, "deny_delete": True, "deny_purge": False,
+}
+#: What devstack leaves at the server's defaults on a consumer. Set outside Pulumi, they stall it (one
+#: message in flight), strip its messages to their headers, delete it when idle, or delay redeliveries.
+CONSUMER_LAYOUT: dict[str, Any] = {
+    "max_ack_pending": 1000, "headers_only": False, "inactive_threshold": None, "backoff": None, "sample_freq": None,
 }
 #: What the server never lets an update take back once set.
 IRREVERSIBLE = ("sealed", "deny_delete", "deny_purge")
@@ -525,9 +534,6 @@ class Stream(NatsKind):
             attributes={"stream": name, "subjects": ",".join(params["subjects"]),
                         "configInSync": stream_in_sync(info.config)},
         )
-
-    def drift(self, olds: dict[str, Any]) -> list[str]:
-        return ["configInSync"] if olds.get("configInSync") is False else []
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, StreamSpec)
@@ -653,7 +659,8 @@ class Consumer(NatsKind):
     refuses ("can not be updated"), so they replace; the durable name is the
     identity and the stream is what the consumer lives in: both replace.
     The server does not check that the filter lies inside the stream's
-    subjects; this provider does, against the live stream.
+    subjects; this provider does, against the live stream. `read` reports in
+    `configInSync` whether CONSUMER_LAYOUT still holds; the next update puts it back.
     """
 
     kind = "consumer"
@@ -731,7 +738,8 @@ class Consumer(NatsKind):
         return Observed(
             owner=metadata_owner(info.config.metadata),
             params=consumer_params(info.config, stream_declaration(stream_name, ident.owner)),
-            attributes={"stream": stream_name, "consumer": name},
+            attributes={"stream": stream_name, "consumer": name,
+                        "configInSync": not off_layout(info.config, CONSUMER_LAYOUT)},
         )
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
@@ -772,14 +780,14 @@ class Consumer(NatsKind):
                 self._require_changeable(existing, ident, spec, session.version)
             wanted = self._config(name, spec, with_marker(live.metadata if live else None, marker))
             if live is not None and consumer_params(wanted, spec.stream) == consumer_params(live, spec.stream) \
-                    and wanted.metadata == live.metadata:
+                    and wanted.metadata == live.metadata and not off_layout(live, CONSUMER_LAYOUT):
                 return  # already converged: change nothing
             # Same name and stream: the server treats this as an update of the durable consumer.
             await session.js.add_consumer(info.config.name or stream, wanted)
 
         with api_errors(verb, what):
             run(instance, work)
-        return {**self._base_attributes(instance), "stream": stream, "consumer": name}
+        return {**self._base_attributes(instance), "stream": stream, "consumer": name, "configInSync": True}
 
     def _require_changeable(self, existing: tuple[StreamInfo, ConsumerInfo], ident: Identity, spec: ConsumerSpec,
                             version: tuple[int, int]) -> None:
@@ -816,7 +824,7 @@ class Consumer(NatsKind):
             deliver_policy=jetstream_api.DeliverPolicy(spec.deliver_policy),
             ack_policy=jetstream_api.AckPolicy(spec.ack_policy),
             ack_wait=float(spec.ack_wait), max_deliver=spec.max_deliver,
-            filter_subject=spec.filter_subject, metadata=metadata,
+            filter_subject=spec.filter_subject, metadata=metadata, **CONSUMER_LAYOUT,
         )
 
 
@@ -876,9 +884,6 @@ class Kv(NatsKind):
             return None
         return Observed(owner=metadata_owner(info.config.metadata), params=kv_params(info.config),
                         attributes={"bucket": bucket, "configInSync": kv_in_sync(info.config, bucket)})
-
-    def drift(self, olds: dict[str, Any]) -> list[str]:
-        return ["configInSync"] if olds.get("configInSync") is False else []
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, KvSpec)

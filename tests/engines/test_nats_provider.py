@@ -431,6 +431,27 @@ def test_consumer_update_in_place_then_drift(consumer, owner, owned_stream, js):
     assert consumer.read("id", outs).id == ""
 
 
+@pytest.mark.parametrize("setting", [
+    {"max_ack_pending": 1},  # one message in flight: the consumer stalls
+    {"headers_only": True},  # messages arrive without their payload
+    {"inactive_threshold": 5.0},  # the server deletes the durable consumer when idle
+    {"backoff": [1.0, 2.0], "max_deliver": 3},
+    {"sample_freq": "50%"},
+], ids=lambda setting: next(iter(setting)))
+def test_consumer_settings_beyond_its_params_are_drift_and_put_back(consumer, owner, owned_stream, js, setting):
+    inputs = consumer_inputs(consumer, owner, maxDeliver=3)
+    outs = consumer.create(inputs).outs
+    assert outs["configInSync"] is True
+    live = consumer_config(js, owner, f"{owner}_worker")
+    js(lambda j: j.add_consumer(owner, live.evolve(**setting)))
+    refreshed = consumer.read("id", outs).outs
+    assert refreshed["configInSync"] is False
+    assert consumer.diff("id", refreshed, inputs).changes is True
+    assert consumer.update("id", refreshed, inputs).outs["configInSync"] is True
+    assert consumer_config(js, owner, f"{owner}_worker") == live
+    assert consumer.read("id", outs).outs["configInSync"] is True
+
+
 @pytest.mark.parametrize(
     "params", [{"deliverPolicy": "new"}, {"ackPolicy": "all"}, {"stream": "other"}],
     ids=["deliver-policy", "ack-policy", "stream"],
