@@ -48,7 +48,7 @@ def test_first_use_from_many_threads_builds_one_client_each():
               "def first_use(i):\n"
               "    start.wait()\n"
               "    admin = minio._admin('127.0.0.1:1', 'us-east-1', 'user', 'password')\n"
-              "    client = s3._client('s3', 'http://127.0.0.1:1', 'us-east-1', 'key', 'secret')\n"
+              "    client = s3._client('s3', 'http://127.0.0.1:1', 'us-east-1', 'key', 'secret', 'localstack')\n"
               "    return id(admin), id(client)\n"
               "with ThreadPoolExecutor(16) as pool:\n"
               "    seen = set(pool.map(first_use, range(16)))\n"
