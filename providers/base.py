@@ -83,6 +83,8 @@ class KindProvider(ResourceProvider):
     Spec: ClassVar[type[BaseModel]]
     #: Params that the engine cannot change after creation: a change replaces.
     create_only: ClassVar[frozenset[str]] = frozenset()
+    #: Params the engine may refuse to change in place (`refusals` is asked for them too).
+    refusable_in_place: ClassVar[frozenset[str]] = frozenset()
     #: Whether a replacement over a create-only change moves a retained resource instead of meeting it.
     retained_replacement_moves: ClassVar[bool] = False
     #: Output attributes a resource of this kind exports (connection details).
@@ -236,9 +238,9 @@ class KindProvider(ResourceProvider):
         return to_jsonable_python(field.get_default(call_default_factory=True))
 
     def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
-        """(param, reason) for each create-only value the engine would refuse to create. Asked by check
-        only when such a value changes: a replacement drops the old resource first, and must not drop it
-        for one that cannot be made."""
+        """(param, reason) for each value the engine would refuse. Asked by check only when a create-only
+        value (or one of `refusable_in_place`) changes: a replacement drops the old resource first, and
+        must not drop it for one that cannot be made; an update refused half-way through an up stops it."""
         return []
 
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool | None:
@@ -279,7 +281,7 @@ class KindProvider(ResourceProvider):
             )
         if not failures:
             failures += self._retained_replacements(_olds, inputs)
-        if not failures and self._replaces_create_only(_olds, inputs["params"]):
+        if not failures and self._changes_refusable(_olds, inputs["params"]):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
             failures.extend(CheckFailure(f"params.{param}", reason)
@@ -307,10 +309,12 @@ class KindProvider(ResourceProvider):
                     f"its data dropped, first set `purge: true` keeping {param}: {value} and run `pulumi up`)"))
         return failures
 
-    def _replaces_create_only(self, olds: dict[str, Any], params: dict[str, Any]) -> bool:
-        """Whether these params change a create-only value of an existing resource (`olds`: its inputs)."""
+    def _changes_refusable(self, olds: dict[str, Any], params: dict[str, Any]) -> bool:
+        """Whether these params change a value of an existing resource (`olds`: its inputs) that the engine
+        may refuse: a create-only one or one of `refusable_in_place`."""
         old_params = olds.get("params") if olds else None
-        return isinstance(old_params, dict) and any(old_params.get(key) != params.get(key) for key in self.create_only)
+        return isinstance(old_params, dict) and any(old_params.get(key) != params.get(key)
+                                                    for key in self.create_only | self.refusable_in_place)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Pure: compares stored outputs with new inputs, calls no engine."""

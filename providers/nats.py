@@ -385,7 +385,7 @@ class NatsKind(KindProvider):
         replicas = getattr(spec, "replicas", 1)
         if replicas > 1 and not run(instance, _clustered):
             return [("replicas", f"{replicas} replicas need a clustered server and the one at {instance.address} is a "
-                                 f"single server; the {self.kind} was not replaced (set replicas: 1)")]
+                                 f"single server; the {self.kind} was not changed (set replicas: 1)")]
         return []
 
     @staticmethod
@@ -493,6 +493,7 @@ class Stream(NatsKind):
     # The server refuses storage changes and retention changes to/from workqueue
     # (limits <-> interest it allows since 2.10, but one rule is simpler to reason about).
     create_only = frozenset({"retention", "storage"})
+    refusable_in_place = frozenset({"replicas"})  # more than one on a single server
     attributes = ("host", "port", "stream", "subjects")
 
     @classmethod
@@ -871,6 +872,7 @@ class Kv(NatsKind):
     kind = "kv"
     Spec = KvSpec
     create_only = frozenset({"storage"})
+    refusable_in_place = frozenset({"replicas"})
     attributes = ("host", "port", "bucket")
 
     @classmethod
