@@ -294,8 +294,8 @@ class KindProvider(ResourceProvider):
         refuses to adopt it, part-way through the up. Said here, so the preview fails instead.
 
         Only a value that was set: an unset one (a Redis index's pin) may already hold what is asked."""
-        old_params = olds.get("params") if olds else None
-        if (self.retained_replacement_moves or not isinstance(old_params, dict) or olds.get("purge")
+        old_params = self._params_as_now(olds)
+        if (self.retained_replacement_moves or old_params is None or olds.get("purge")
                 or any(olds.get(name) != inputs.get(name) for name in Identity.field_names())):
             return []
         failures = []
@@ -312,19 +312,31 @@ class KindProvider(ResourceProvider):
     def _changes_refusable(self, olds: dict[str, Any], params: dict[str, Any]) -> bool:
         """Whether these params change a value of an existing resource (`olds`: its inputs) that the engine
         may refuse: a create-only one or one of `refusable_in_place`."""
-        old_params = olds.get("params") if olds else None
-        return isinstance(old_params, dict) and any(old_params.get(key) != params.get(key)
-                                                    for key in self.create_only | self.refusable_in_place)
+        old_params = self._params_as_now(olds)
+        return old_params is not None and any(old_params.get(key) != params.get(key)
+                                              for key in self.create_only | self.refusable_in_place)
+
+    def _params_as_now(self, props: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Stored params as this release normalizes them: an older one kept `utf-8` where this one keeps
+        `UTF8`, and comparing them raw would replace an unchanged database (dropping it, with purge).
+        As stored when they no longer validate; None when there are none (a create)."""
+        params = props.get("params") if props else None
+        if not isinstance(params, dict):
+            return None
+        try:
+            return self.normalized_params(params, str(props.get("name") or ""), str(props.get("owner") or ""))
+        except (ValidationError, InvalidSpec):
+            return params
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Pure: compares stored outputs with new inputs, calls no engine."""
         replaces = [name for name in Identity.field_names() if olds.get(name) != news.get(name)]
-        old_params, new_params = olds.get("params") or {}, news.get("params") or {}
+        old_params, new_params = self._params_as_now(olds) or {}, news.get("params") or {}
         changed_params = sorted(
             key for key in set(old_params) | set(new_params) if old_params.get(key) != new_params.get(key)
         )
         replaces += [f"params.{key}" for key in changed_params
-                     if key in self.create_only and not self.holds(key, new_params.get(key), olds)]
+                     if key in self.create_only and not self.holds(key, new_params.get(key), {**olds, "params": old_params})]
         if replaces and olds.get("purge") and not news.get("purge"):
             # Pulumi deletes the old one with its old settings: the data would go, `purge: false` or not.
             raise Unsupported(

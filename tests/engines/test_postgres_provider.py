@@ -57,7 +57,7 @@ def test_public_cannot_connect(database, owner, admin_conn):
 
 
 def test_update_in_place_and_drift_detection(database, owner, admin_conn):
-    inputs = props("postgres", "pg", "database", owner, owner)
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
     changed = {**inputs, "params": {**outs["params"], "connection_limit": 7}}
     assert database.diff(outs["name"], outs, changed).replaces == []

@@ -8,7 +8,8 @@ from providers.postgres import Database
 
 BASE = {
     "engine": "postgres", "instance": "pg", "kind": "database", "name": "shop", "owner": "shop",
-    "params": {"encoding": "UTF8", "locale": "C.UTF-8", "connection_limit": -1},
+    # As check stores them (news always are).
+    "params": Database.normalized_params({"encoding": "UTF8", "locale": "C.UTF-8"}, "shop", "shop"),
     "credentials": "predictable", "purge": False, "stack": "local",
 }
 OUTPUTS = {**BASE, "host": "127.0.0.1", "port": 25432, "user": "shop", "database": "shop", "password": "x"}
@@ -101,3 +102,15 @@ def test_pinning_an_unpinned_redis_index_to_another_number_replaces():
     unpinned = {**ident, "params": {}, "db": 3}  # `index: None` is not stored
     assert RedisIndex().diff("id", unpinned, {**ident, "params": {"index": 8}}).replaces == ["params.index"]
     assert RedisIndex().diff("id", unpinned, {**ident, "params": {"index": 3}}).replaces == []
+
+
+@pytest.mark.parametrize("purge", [True, False])
+def test_params_an_older_release_stored_unnormalized_are_no_change(purge):
+    """An older release stored `encoding: utf8` as declared; this one stores the server's `UTF8`. Compared
+    raw, an unchanged database was replaced at the first up after an upgrade (dropped, with purge) or,
+    retained, refused at every preview."""
+    stored = {**OUTPUTS, "purge": purge, "params": {"encoding": "utf8", "locale": "C.UTF-8", "connection_limit": -1}}
+    news = {**BASE, "purge": purge}
+    result = Database().diff("id", stored, news)
+    assert (result.replaces, result.changes) == ([], False)
+    assert Database().check({k: v for k, v in stored.items() if k in BASE}, news).failures == []
