@@ -61,4 +61,8 @@ def login_password(ident: Identity, login: str, new: Mapping[str, Any], old: Map
     same = old is not None and old.get("credentials") == new.get("credentials") and (
         (old.get("params") or {}).get("rotation") == rotation
     )
+    if same and isinstance(rotation, int) and old.get("password") == predictable_password(ident, f"{principal}.0"):
+        # Derived from `1.0` by releases before 2026-11-30: kept until the rotation changes, as the running
+        # services hold it; an upgrade must not change a password behind an update that shows none.
+        return str(old["password"])
     return password_for(ident, principal, new.get("credentials", "predictable"), old.get("password") if same else None)

@@ -49,6 +49,17 @@ def test_a_predictable_login_derives_a_new_password_per_rotation_value():
     assert login_password(SHOP, "shop_app", login("predictable", 1.0)) == one == predictable_password(SHOP, "shop_app#rotation=1")
 
 
+def test_a_predictable_password_an_older_release_derived_from_the_float_is_kept_until_the_rotation_changes():
+    """Releases before 2026-11-30 derived `rotation: 1` as `#rotation=1.0`; services hold that password."""
+    legacy = predictable_password(SHOP, "shop_app#rotation=1.0")
+    stored = login("predictable", 1.0, password=legacy)
+    assert login_password(SHOP, "shop_app", login("predictable", 1.0), stored) == legacy
+    assert login_password(SHOP, "shop_app", login("predictable", 2.0), stored) == predictable_password(SHOP, "shop_app#rotation=2")
+    # Anything else stored is not kept: a predictable password is derived.
+    assert login_password(SHOP, "shop_app", login("predictable", 1.0), login("predictable", 1.0, password="x")) == \
+        predictable_password(SHOP, "shop_app#rotation=1")
+
+
 def test_rotation_accepts_integers_and_short_strings_only():
     class Spec(BaseModel):
         rotation: Rotation = None
