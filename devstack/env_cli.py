@@ -84,6 +84,10 @@ def run_exec(args: argparse.Namespace) -> int:
     _exec_head().parse_args(ours, namespace=args)
     if not command:
         raise InvalidQuery("run", "a command", "none was given", "devstack exec PROJECT SERVICE -- CMD [ARG...]")
+    if "--" not in args.argv and command[0].startswith("-"):  # `exec P S -w W`: -w would run as the command
+        raise InvalidQuery("run", repr(command[0]), "an option where the command goes",
+                           "put `--` between the options and the command: devstack exec PROJECT SERVICE "
+                           "[options] -- CMD [ARG...]")
     found = _environment(args, show_secrets=True)
     sys.stdout.flush()
     return exec_with_env(command, found.env)

@@ -206,11 +206,18 @@ class Workspace:
 
     def state_urns(self) -> set[str]:
         """URNs of everything in the stack's state (the ledger)."""
+        return {resource["urn"] for resource in self._state_resources()}
+
+    def state_dependents(self, urn: str) -> list[str]:
+        """URNs of the resources the state records as depending on `urn`."""
+        return [resource["urn"] for resource in self._state_resources() if urn in (resource.get("dependencies") or [])]
+
+    def _state_resources(self) -> list[dict[str, Any]]:
         try:
             deployment = self.stack.export_stack().deployment or {}
         except auto.errors.CommandError as err:
             raise _cli_error("read", f"the state of stack {self.stack.name!r}", err) from err
-        return {resource["urn"] for resource in deployment.get("resources") or []}
+        return deployment.get("resources") or []
 
 
 def _scratch_root(tmp: Path, projects: list[str]) -> Path:
@@ -496,7 +503,7 @@ def _require_same(entry: dict[str, Any], target: Target, params: dict[str, Any],
 
 
 def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out: Out, question: str,
-           note: str = "") -> Outcome:
+           note: str = "", removing: bool = False) -> Outcome:
     """Preview the targeted change; on confirmation update it alone.
 
     Whatever stops it (a failed preview, a 'no', a failed update) puts
@@ -504,13 +511,24 @@ def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out
     delete changed nothing in the engine (provider verbs are transactional).
     `confirm=None` means the change was confirmed already (the second step
     of a purge): no preview, the update runs at once.
+
+    `removing`: the change takes the declaration out. What the state records
+    as depending on it (an acl made after the project's topics, a key after
+    its buckets) is targeted too: Pulumi skips, without a word, the delete
+    of a resource whose dependents are left out, and the file would then no
+    longer declare what the ledger still tracks.
     """
     outcome = Outcome(file_changed=new != original)
     try:
-        plan = target.targets()
+        urns, dependents = target.targets()
+        if removing:
+            urns += [urn for urn in target.workspace.state_dependents(urns[0]) if urn not in urns]
+        plan = urns, dependents
         try:
             if confirm is not None:
                 planned = preview(target, out, plan)
+                if removing:
+                    _require_deleted(target, planned, "preview")
                 if not planned:
                     return outcome
                 if note:
@@ -524,6 +542,8 @@ def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out
                 write_text(target.project.path, original)
             raise
         result = update(target, plan)
+        if removing:
+            _require_deleted(target, _changes(result), "update")
     except (EngineError, IdentityConflict, Aborted) as err:
         if not outcome.file_changed:
             raise
@@ -532,6 +552,14 @@ def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out
         raise type(err)(err.verb, err.what, err.cause, hint) from err
     outcome.changes, outcome.outputs = _changes(result), result.outputs
     return outcome
+
+
+def _require_deleted(target: Target, changes: dict[str, int], verb: str) -> None:
+    """A removal whose run left the resource tracked (its delete skipped) is an error, not a success."""
+    if not any(op.startswith("delete") for op in changes) and target.urns()[0] in target.workspace.state_urns():
+        raise EngineError(verb, f"the removal of {target.what}", "Pulumi planned no delete of it, so the ledger "
+                          "would keep tracking what the file no longer declares",
+                          "run `pulumi preview` with the entry removed to see what holds it")
 
 
 def remove(target: Target, purge_data: bool, confirm: Confirm, out: Out) -> Outcome:
@@ -550,7 +578,7 @@ def remove(target: Target, purge_data: bool, confirm: Confirm, out: Out) -> Outc
         if purge_data:
             raise InvalidQuery("purge", target.what, f"{target.project.relative} no longer declares it, so purge "
                                "cannot be set", "declare it again with `purge: true`, `pulumi up`, then remove it")
-        return _apply(target, original, original, confirm, out, f"untrack {target.what}", _RETAINED)
+        return _apply(target, original, original, confirm, out, f"untrack {target.what}", _RETAINED, removing=True)
     first = Outcome()
     if purge_data and yaml.safe_load(original)["resources"][index].get("purge") is not True:
         marked = yamledit.set_entry_field(original, index, "purge", True)
@@ -567,7 +595,7 @@ def remove(target: Target, purge_data: bool, confirm: Confirm, out: Out) -> Outc
 
     remove_declaration(path, target.instance.name, target.kind, target.name, check)
     note = "" if purge_data else _RETAINED
-    second = _apply(target, original, removed["text"], confirm, out, f"remove {target.what}", note)
+    second = _apply(target, original, removed["text"], confirm, out, f"remove {target.what}", note, removing=True)
     merged = {k: first.changes.get(k, 0) + second.changes.get(k, 0) for k in {**first.changes, **second.changes}}
     return Outcome(True, merged, second.outputs)
 

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import yaml
 from pulumi import automation as auto
+from pulumi.runtime.rpc import UNKNOWN
 from pydantic import BaseModel, ConfigDict, Field
 
 from devstack.errors import (
@@ -112,6 +114,10 @@ def _password_out_of_url(env: dict[str, str]) -> None:
     env["PGPASSWORD"] = password
 
 
+#: The Pulumi project of the devstack program (Pulumi.yaml's `name`), which names its state and lock files.
+PROGRAM_PROJECT = "devstack"
+
+
 def pulumi_command() -> auto.PulumiCommand:
     """The pinned CLI in .devstack/bin (never a downloaded one)."""
     return auto.PulumiCommand(root=str(STATE_DIR))
@@ -123,7 +129,7 @@ def _project_settings(work_dir: Path) -> auto.ProjectSettings | None:
     if (work_dir / "Pulumi.yaml").exists():
         return None
     return auto.ProjectSettings(
-        name="devstack",
+        name=PROGRAM_PROJECT,
         runtime=auto.ProjectRuntimeInfo(name="python", options={"virtualenv": str(ROOT / ".venv")}),
     )
 
@@ -585,7 +591,7 @@ def configured_provider(config: Mapping[str, Any], engine: str, kind: str):
     from providers import registry
 
     provider = registry.provider_class(engine, kind)()
-    provider.configure(ConfigureRequest(Config(raw_config=dict(config), project_name="devstack")))
+    provider.configure(ConfigureRequest(Config(raw_config=dict(config), project_name=PROGRAM_PROJECT)))
     return provider
 
 
@@ -642,10 +648,7 @@ def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
     on others the edit's own failure says what was dropped."""
     root = file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""), Path(stack.workspace.work_dir))
     short = short_name(stack)
-    project = stack.workspace.project_settings().name
-    # Project-scoped layout (organization/<project>/<stack>), and the legacy one (<stack>) of older backends.
-    patterns = (f"*/{project}/{short}/*.json", f"{short}/*.json")
-    locks = sorted(lock for pattern in patterns for lock in (root / ".pulumi" / "locks").glob(pattern)) if root else []
+    locks = _lock_files(root, stack.workspace.project_settings().name, short)
     if locks:
         try:
             held = json.loads(locks[0].read_text())
@@ -655,6 +658,30 @@ def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
         raise EngineError(verb, what, f"the stack is locked by another pulumi run ({by})",
                           f"nothing was dropped; wait for that run to end, or if none is running, "
                           f"`pulumi cancel --stack {short}`")
+
+
+def _lock_files(root: Path | None, project: str, short: str) -> list[Path]:
+    """The stack's lock files on a file backend (none elsewhere: other backends' locks cannot be seen)."""
+    # Project-scoped layout (organization/<project>/<stack>), and the legacy one (<stack>) of older backends.
+    patterns = (f"*/{project}/{short}/*.json", f"{short}/*.json")
+    return sorted(lock for pattern in patterns for lock in (root / ".pulumi" / "locks").glob(pattern)) if root else []
+
+
+def _running_holder(lock: Path) -> str | None:
+    """Who holds `lock`, when it is a pulumi process still running on this machine; None when that cannot
+    be told (another machine's, or a lock file that is not Pulumi's) or the holder is gone."""
+    try:
+        held = json.loads(lock.read_text())
+        pid = int(held["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if held.get("hostname") != socket.gethostname():
+        return None
+    try:  # a pid reused by another program since the holder was killed is not the holder
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return f"pid {pid}, since {held.get('timestamp')}" if b"pulumi" in command else None
 
 
 # --- rm -------------------------------------------------------------------------------
@@ -682,6 +709,18 @@ def _dependents(tracked: Iterable[Tracked], urns: set[str]) -> list[Tracked]:
     return [t for t in tracked if t.urn not in urns and urns & set(t.dependencies)]
 
 
+def _ordered_after(dependent: Tracked, target: Tracked) -> bool:
+    """Whether `dependent` depends on `target` only by its kind's order (an acl after the project's
+    topics, an access key after its buckets), not by naming it."""
+    from providers import registry
+
+    try:
+        kind = registry.provider_class(dependent.ident.engine, dependent.ident.kind)
+    except KeyError:
+        return False
+    return dependent.ident.instance == target.ident.instance and target.ident.kind in kind.after_kinds
+
+
 def remove_resource(
     stack: auto.Stack,
     name: str,
@@ -707,8 +746,13 @@ def remove_resource(
     target = find_resource(tracked, name, engine=engine, project=project, kind=kind, verb="remove")
     dependents = _dependents(tracked, {target.urn})
     if dependents:
+        hint = "remove those first"
+        if all(_ordered_after(t, target) for t in dependents):
+            hint = ("they do not use it, they are only made after it: to stop declaring it, take its entry out of "
+                    "the devstack.yaml and run `pulumi up` (or `devstack topic rm` / `devstack s3 rb`), which moves "
+                    "that order; to un-track the project's resources, remove those first")
         raise InvalidQuery("remove", str(target.ident), "other resources depend on it: "
-                           + ", ".join(str(t.ident) for t in dependents), "remove those first")
+                           + ", ".join(str(t.ident) for t in dependents), hint)
     if before is not None:
         before(Resource.of(target))
     dropped = gone = False
@@ -829,7 +873,7 @@ def torn_metadata(backend_url: str, workspace: str, work_dir: Path) -> list[Path
     root = file_backend_root(backend_url, work_dir)
     if root is None:
         return []
-    stacks = root / ".pulumi" / "stacks" / "devstack"
+    stacks = root / ".pulumi" / "stacks" / PROGRAM_PROJECT
     return [path for path in sorted(stacks.glob(f"{workspace}.json*.attrs")) if path.stat().st_size == 0]
 
 
@@ -848,6 +892,13 @@ def recover(
     """
     require_stack_name(workspace)  # before any file is touched
     variables = stack_env(backend_url, env)
+    root = file_backend_root(variables["PULUMI_BACKEND_URL"], Path(work_dir))
+    for lock in _lock_files(root, PROGRAM_PROJECT, short_stack_name(workspace)):
+        holder = _running_holder(lock)
+        if holder:  # its lock broken and its pending operations cleared, the run would lose what it records
+            raise EngineError("recover", f"stack {workspace!r}", f"a pulumi run that holds its lock is still "
+                              f"running on this machine ({holder})", "recover is for a run that was killed: "
+                              "wait for this one to end; nothing was changed")
     repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace), Path(work_dir))
     for path in repaired:
         path.unlink()
@@ -891,6 +942,12 @@ def service_env(stack: auto.Stack, project: str, service: str, *, show_secrets: 
     """
     masked = json.loads(run_cli(stack, "stack", "output", "--json") or "{}")
     env = _service_section(masked, stack.name, project, service)
+    unknown = sorted(k for k, v in env.items() if UNKNOWN in str(v))
+    if unknown:  # Pulumi's placeholder for a value not known yet: never hand it to a service
+        raise NotFound("read the environment of", f"{project}/{service}",
+                       f"{', '.join(unknown)} have no value yet: a resource they import is declared but was not "
+                       f"applied (a targeted update, such as a `devstack` verb's, leaves the others out)",
+                       f"run `pulumi up --stack {short_name(stack)}`")
     secret = sorted(k for k, v in env.items() if v == REDACTED)
     if show_secrets and secret:
         plain = json.loads(run_cli(stack, "stack", "output", "--json", "--show-secrets") or "{}")

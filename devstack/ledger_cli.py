@@ -50,8 +50,8 @@ def resource_group(subparsers: argparse._SubParsersAction) -> argparse._SubParse
 def add_stack_options(parser: argparse.ArgumentParser) -> None:
     """--workspace, --backend-url, --work-dir: which stack, in which backend, with which program."""
     parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
-    parser.add_argument("--backend-url", help="the Pulumi backend, e.g. postgres://user:pass@host:port/db "
-                        "(default: $PULUMI_BACKEND_URL, else the checkout's file backend)")
+    parser.add_argument("--backend-url", help="the Pulumi backend, e.g. postgres://user@host:port/db with the "
+                        "password in $PGPASSWORD (default: $PULUMI_BACKEND_URL, else the checkout's file backend)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="directory of the program and stack config (default: the checkout)")
 

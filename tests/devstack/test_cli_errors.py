@@ -45,6 +45,8 @@ def box(tmp_path_factory) -> Sandbox:
     pytest.param(["destroy", "-w", "a b"], InvalidQuery.exit_code, "cannot open stack 'a b': it is not a stack name", id="bad-workspace"),
     pytest.param(["resource", "gc", "-w", "../x"], InvalidQuery.exit_code, "cannot open stack '../x': it is not a stack name", id="path-workspace"),
     pytest.param(["env", "alpha", "api"], NotFound.exit_code, "workspace 'err' has no project 'alpha'", id="env-no-outputs"),
+    pytest.param(["exec", "alpha", "api", "-w", "err"], InvalidQuery.exit_code, "put `--` between the options and "
+                 "the command", id="exec-options-without-dashes"),
 ])
 def test_bad_input_exit_code_and_message(box, args, code, message):
     if "-w" not in args:
@@ -227,3 +229,35 @@ def test_a_file_backend_is_found_where_the_cli_resolves_it(tmp_path, monkeypatch
     assert ledger.file_backend_root("file://../state", work) == tmp_path / "state"
     assert ledger.file_backend_root("file:///srv/state", work) == Path("/srv/state")
     assert ledger.file_backend_root("postgres://u@h/db", work) is None
+
+
+def test_recover_refuses_while_the_run_holding_the_lock_is_still_running(tmp_path):
+    """Recover breaks the lock and clears pending operations: run beside a live `pulumi up`, the up's
+    later records were lost (resources made but no longer in the ledger, which gc would then prune)."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from devstack import ledger
+    from devstack.errors import EngineError
+
+    backend = tmp_path / "state"
+    lock = backend / ".pulumi" / "locks" / "organization" / "devstack" / "local" / "held.json"
+    lock.parent.mkdir(parents=True)
+    attrs = backend / ".pulumi" / "stacks" / "devstack" / "local.json.attrs"
+    attrs.parent.mkdir(parents=True)
+    attrs.write_bytes(b"")  # what recover would repair: it must stay, as must the lock
+    # A process whose command line names pulumi, as the lock's holder would.
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "pulumi", "up"])
+    try:
+        held = {"pid": holder.pid, "username": "u", "hostname": socket.gethostname(), "timestamp": "now"}
+        lock.write_text(json.dumps(held))
+        with pytest.raises(EngineError, match=rf"still running on this machine \(pid {holder.pid}.*nothing was changed"):
+            ledger.recover("local", backend.as_uri(), tmp_path)
+        assert lock.exists() and attrs.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # Killed, its lock is what recover is for: it goes past the check (to the repair).
+    assert ledger._running_holder(lock) is None

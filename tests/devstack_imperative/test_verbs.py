@@ -290,3 +290,58 @@ def test_a_locked_stack_is_named_as_the_cause_and_the_file_is_kept(scratch, tmp_
     code, _, err = scratch.verb("db", "create", fresh_name())
     assert code == 8 and "the stack is currently locked" in err and "pulumi preview" not in err, err
     assert scratch.file.read_bytes() == original
+
+
+@pytest.mark.parametrize("purge", [False, True], ids=["retained", "purged"])
+def test_rm_of_a_topic_the_projects_acl_is_ordered_after(scratch, purge):
+    """An acl is made after the project's topics (a dependency in the state, not a reference): the
+    targeted removal of a topic must still remove it, not report success and leave it tracked."""
+    name = fresh_name()
+    assert scratch.verb("topic", "add", name)[0] == 0
+    assert scratch.verb("resource", "create", "kafka", "acl")[0] == 0
+    assert scratch.state_keys() == {f"kafka/topic/{name}", f"kafka/acl/{scratch.project}"}
+
+    code, out, err = scratch.verb("topic", "rm", name, *(["--purge-data"] if purge else []))
+    assert code == 0, err
+    assert scratch.state_keys() == {f"kafka/acl/{scratch.project}"}
+    assert (scratch.observe("kafka", "topic", name) is None) is purge
+    assert scratch.observe("kafka", "acl", scratch.project).owner == scratch.project
+
+
+def test_a_removal_pulumi_skips_is_an_error_and_the_file_is_kept(scratch, monkeypatch):
+    """Should Pulumi skip the delete anyway (here: the acl left out of the targets, as before), the verb
+    says so and puts the entry back instead of reporting a removal that did not happen."""
+    name = fresh_name()
+    assert scratch.verb("topic", "add", name)[0] == 0
+    assert scratch.verb("resource", "create", "kafka", "acl")[0] == 0
+    declared = scratch.file.read_text()
+    monkeypatch.setattr(imperative.Workspace, "state_dependents", lambda self, urn: [])
+    code, _, err = scratch.verb("topic", "rm", name)
+    assert code != 0 and "Pulumi planned no delete of it" in err
+    assert scratch.file.read_text() == declared
+    assert f"kafka/topic/{name}" in scratch.state_keys()
+
+
+def test_resource_rm_of_a_topic_an_acl_is_only_ordered_after_says_how_to_remove_it(scratch):
+    name = fresh_name()
+    assert scratch.verb("topic", "add", name)[0] == 0
+    assert scratch.verb("resource", "create", "kafka", "acl")[0] == 0
+    declared = scratch.file.read_text()
+    code, _, err = scratch.verb("resource", "rm", f"{scratch.project}/kafka/topic/{name}")
+    assert code == 2 and f"kafka/kafka/acl/{scratch.project}@{scratch.project}" in err
+    assert "only made after it" in err and "devstack topic rm" in err
+    assert scratch.file.read_text() == declared and f"kafka/topic/{name}" in scratch.state_keys()
+
+
+def test_env_refuses_values_a_targeted_update_left_unknown(scratch):
+    """A verb's targeted update leaves the project's other new declarations out; the stack outputs
+    then hold Pulumi's placeholder for their attributes, which must not reach a service as a value."""
+    entry, service = "  - {uses: cache, kind: acl_user}\n", ("services:\n  api:\n    env:\n      import:\n"
+                                                             "        - from: cache/acl_user\n          vars: {RUSER: user}\n")
+    scratch.file.write_text(scratch.file.read_text().replace("# Trailing comment", entry + service + "# Trailing comment"))
+    assert scratch.verb("queue", "add", fresh_name())[0] == 0
+    code, out, err = scratch.verb("env", scratch.project, "api", yes=False)
+    assert code != 0 and "RUSER have no value yet" in err and "pulumi up" in err
+    assert "04da6b54" not in out + err
+    # The clean-up purges what is applied and takes the rest out.
+    scratch.file.write_text(scratch.file.read_text().replace(entry, "").replace(service, ""))
