@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
@@ -29,6 +30,11 @@ import (
 
 // version is set at build time to the pinned Pulumi release.
 var version = "0.0.0-dev"
+
+// engineCheckInterval is how often the host asks whether the engine still
+// runs: a `pulumi up` killed with SIGKILL cannot stop its plugins, and the host
+// must not outlive it (Pulumi's own host asks every 5 minutes).
+const engineCheckInterval = 10 * time.Second
 
 // bailExitCode is what the exec script returns after it has already shown the
 // user an actionable message; the engine must not print a second error.
@@ -57,7 +63,18 @@ func main() {
 		engineAddress: args[0],
 		execScript:    filepath.Join(filepath.Dir(self), "pulumi-language-python-exec"),
 	}
+	engineGone, stop := context.WithCancel(context.Background())
+	if err := rpcutil.Healthcheck(engineGone, host.engineAddress, engineCheckInterval, stop); err != nil {
+		fmt.Fprintf(os.Stderr, "pulumi-language-python: cannot watch the engine: %v\n", err)
+		os.Exit(1)
+	}
+	stopServing := make(chan bool)
+	go func() {
+		<-engineGone.Done()
+		close(stopServing)
+	}()
 	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Cancel: stopServing,
 		Init: func(srv *grpc.Server) error {
 			pulumirpc.RegisterLanguageRuntimeServer(srv, host)
 			return nil
