@@ -284,7 +284,7 @@ class KindProvider(ResourceProvider):
         if not failures and self._changes_refusable(_olds, inputs["params"]):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
-            failures.extend(CheckFailure(f"params.{param}", reason)
+            failures.extend(CheckFailure(f"params.{self._spelled(param)}", reason)
                             for param, reason in self.refusals(self._instance(ident, "check"), ident, spec))
         return CheckResult(inputs, failures)
 
@@ -301,13 +301,17 @@ class KindProvider(ResourceProvider):
         failures = []
         for key in sorted(self.create_only):
             if old_params.get(key) is not None and old_params.get(key) != inputs["params"].get(key):
-                field = self.Spec.model_fields.get(key)
-                param, value = (field.alias if field else None) or key, json.dumps(_whole(old_params[key]))
+                param, value = self._spelled(key), json.dumps(_whole(old_params[key]))
                 failures.append(CheckFailure(
                     f"params.{param}", f"cannot change from {value} while the {self.kind} is retained (purge: false): "
                     f"its replacement would find it as it is and refuse it (to make it anew with another value, "
                     f"its data dropped, first set `purge: true` keeping {param}: {value} and run `pulumi up`)"))
         return failures
+
+    def _spelled(self, param: str) -> str:
+        """A param as devstack.yaml spells it (`replicationFactor` for `replication_factor`)."""
+        field = self.Spec.model_fields.get(param)
+        return (field.alias if field else None) or param
 
     def _changes_refusable(self, olds: dict[str, Any], params: dict[str, Any]) -> bool:
         """Whether these params change a value of an existing resource (`olds`: its inputs) that the engine

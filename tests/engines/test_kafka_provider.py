@@ -262,7 +262,7 @@ def test_a_replication_factor_the_cluster_cannot_hold_fails_check_before_the_rep
     topic.create(inputs)
     found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"replicationFactor": 2}, purge=True),
                      olds=inputs)
-    assert "has 1" in found["params.replication_factor"] and "at most 1" in found["params.replication_factor"]
+    assert "has 1" in found["params.replicationFactor"] and "at most 1" in found["params.replicationFactor"]
     assert describe(kadmin, f"{owner}.orders") is not None
     unchanged = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"partitions": 2}), olds=inputs)
     assert unchanged == {}
