@@ -297,6 +297,9 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
         report.add(at + ("kind",), f"{decl.kind!r} is not a kind of engine {instance.engine} "
                                    f"(kinds: {', '.join(kinds)})")
         return
+    if decl.credentials == "generated" and not provider.secret_outputs:
+        report.add(at + ("credentials",), f"a {instance.engine} {decl.kind} has no credentials of its own, so "
+                                          f"nothing would be generated (remove `credentials`)")
     try:
         if PROJECT_NAME.fullmatch(owner):  # engine names derive from it: a bad one is reported once, on `name`
             provider.engine_name(decl.name or owner, owner)

@@ -700,3 +700,12 @@ def test_encryption_salt_is_read_where_pulumi_keeps_the_stack_config(tmp_path):
     (tmp_path / "stacks" / "Pulumi.local.yaml").write_text("encryptionsalt: v1:abc\nconfig: {}\n")
     (tmp_path / "Pulumi.local.yaml").write_text("encryptionsalt: v1:elsewhere\n")  # not where Pulumi looks
     assert encryption_salt(tmp_path, "local") == "v1:abc"
+
+
+def test_generated_credentials_on_a_kind_without_any_are_a_problem(tmp_path):
+    text = HEADER + "resources:\n  - uses: pg\n    kind: role\n    name: readers\n    credentials: generated  # <-\n"
+    (problem,) = problems(tmp_path, text)
+    assert (problem.path, problem.line) == ("resources[0].credentials", marked_line(text))
+    assert "has no credentials of its own" in problem.message
+    (tmp_path / "ok").mkdir()
+    assert problems(tmp_path / "ok", text.replace("kind: role\n    name: readers", "kind: database")) == []
