@@ -391,6 +391,11 @@ def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN
 
     `unreadable`: keys set in the config whose (secret) values could not be read; they count as set.
     `plaintext`: the keys the config file holds unencrypted (None: not known)."""
+    if config.get("devstack:workspace") is None:
+        return Report(stack, toolchain(bin_dir), [], [f"{stack_config_file(root, short_stack_name(stack))}: "
+                                                      "devstack:workspace is not set: the stack config names no "
+                                                      "shared instances or projects (stacks/Pulumi.local.yaml has "
+                                                      "an example)"])
     raw = parse_object(config.get("devstack:workspace")) or {}
     declared, problems = _declarations(
         raw, root, stack, lambda key: config.get(f"devstack:{key}") is not None or f"devstack:{key}" in unreadable,

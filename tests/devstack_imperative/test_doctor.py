@@ -206,6 +206,12 @@ def test_malformed_workspace_is_a_problem_not_a_crash(root):
     assert any("shared.pg.port: is required" in p for p in report.problems), report.problems
 
 
+def test_a_stack_without_a_workspace_says_so(root):
+    report = doctor.diagnose({}, root, "doc")
+    assert (report.ok, report.instances) == (False, [])
+    assert len(report.problems) == 1 and "devstack:workspace is not set" in report.problems[0], report.problems
+
+
 def test_an_unreadable_stack_config_is_one_error_naming_the_file_not_a_traceback(scratch, monkeypatch, tmp_path):
     """A stack config that is not YAML, or a passphrase that cannot decrypt it: the doctor and the
     verbs say which file to fix and change nothing."""
