@@ -82,8 +82,8 @@ class InvalidDeclaration(InvalidQuery):
 
     def __init__(self, what: str, invalid: WorkspaceInvalid) -> None:
         self.problems = [str(problem) for problem in invalid.problems]
-        super().__init__("declare", what, f"{len(self.problems)} problem(s) in the workspace; nothing was changed",
-                         "the file is as it was")
+        super().__init__("declare", what, f"{len(self.problems)} problem(s) in the workspace as the edit would "
+                         "leave it (their lines are the edited file's); nothing was changed", "the file is as it was")
 
 
 # --- the workspace behind a stack -------------------------------------------
