@@ -441,9 +441,12 @@ class Database(KindProvider):
                 SELECT r.rolname, shobj_description(d.oid, 'pg_database'), shobj_description(r.oid, 'pg_authid'),
                        pg_encoding_to_char(d.encoding), d.datcollate, d.datconnlimit,
                        -- No ACL at all means the defaults, which let PUBLIC connect. Anyone but the
-                       -- owner (PUBLIC, another project's role) let in is a breach.
+                       -- owner (PUBLIC, another project's role) let in is a breach. So is a template,
+                       -- which any role that may create databases can copy, data and all.
+                       NOT d.datistemplate AND
                        NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
-                                   WHERE a.grantee <> d.datdba AND a.privilege_type IN ('CONNECT', 'TEMPORARY'))
+                                   WHERE a.grantee <> d.datdba AND a.privilege_type IN ('CONNECT', 'TEMPORARY')),
+                       d.datallowconn
                 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
                 WHERE d.datname = %s
                 """,
@@ -451,17 +454,18 @@ class Database(KindProvider):
             ).fetchone()
             if row is None:
                 return None
-            owner_role, marker, role_marker, encoding, collate, connection_limit, isolated = row
+            owner_role, marker, role_marker, encoding, collate, connection_limit, isolated, allows_sessions = row
             owner = database_owner(marker, owner_role, role_marker)
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
             logs_in = True
             if owner is not None:  # never open sessions in a database we do not manage
-                params["extensions"] = _managed_extensions(instance, database)
+                if allows_sessions:  # its owner may turn ALLOW_CONNECTIONS off: then nobody gets in, admin too
+                    params["extensions"] = _managed_extensions(instance, database)
                 row = role_row(conn, owner_role)
                 isolated = isolated and not row.breached(owner)
                 # The login of the database's DSN: NOLOGIN, an expired password or a limit of the role's
                 # own (0 refuses every session) break it while the password still matches.
-                logs_in = row.logs_in and row.connection_limit == -1
+                logs_in = allows_sessions and row.logs_in and row.connection_limit == -1
         return Observed(owner=owner, params=params, attributes={"user": owner_role, "isolated": isolated, "login": logs_in})
 
     def create_resource(
@@ -540,8 +544,8 @@ class Database(KindProvider):
                 raise NotFound("drop", f"database {ident}", "it does not exist")
             # Re-created by someone else since the last refresh: never drop theirs.
             self._check_database_owner(conn, ident, database, "drop")
-            # Block new sessions, end only this database's sessions, then drop.
-            conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT 0").format(sql.Identifier(database)))
+            # Block new sessions, end only this database's sessions, then drop (a template cannot be dropped).
+            conn.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false CONNECTION LIMIT 0").format(sql.Identifier(database)))
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                 (database,),
@@ -598,6 +602,8 @@ class Database(KindProvider):
         with conn.transaction():
             _contain(conn, role_row(conn, role), owner)
             conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(role)))
+            # Its owner may set both (a tenant can): a template others can copy, a database nobody can open.
+            conn.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false ALLOW_CONNECTIONS true").format(db))
             conn.execute(sql.SQL("ALTER DATABASE {} CONNECTION LIMIT {}").format(db, sql.Literal(spec.connection_limit)))
             conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
             for (grantee,) in conn.execute(_LET_IN, (database,)).fetchall():  # granted outside devstack

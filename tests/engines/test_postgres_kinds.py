@@ -307,6 +307,38 @@ def test_a_login_disabled_outside_is_drift_and_enabled_again(kind, change, datab
     assert provider.diff("id", provider.read("id", updated).outs, inputs).changes is False
 
 
+def test_a_database_its_owner_made_a_template_is_drift_undone_and_still_purged(database, owner, admin_conn):
+    """The tenant may set IS_TEMPLATE on its own database: any role that may create databases can then
+    copy it, data and all, and DROP DATABASE refuses a template (a purge failed with a traceback)."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, purge=True)).inputs
+    outs = database.create(inputs).outs
+    with connect(outs, "postgres") as tenant:
+        tenant.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE true").format(sql.Identifier(owner)))
+    refreshed = database.read("id", outs).outs
+    assert refreshed["isolated"] is False and database.diff("id", refreshed, inputs).changes
+    database.update("id", refreshed, inputs)
+    template = "SELECT datistemplate FROM pg_database WHERE datname = %s"
+    assert admin_conn.execute(template, (owner,)).fetchone() == (False,)
+    with connect(outs, "postgres") as tenant:
+        tenant.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE true").format(sql.Identifier(owner)))
+    database.delete("id", outs)  # purged as it is, a template again
+    assert admin_conn.execute(template, (owner,)).fetchone() is None
+
+
+def test_a_database_its_owner_closed_to_sessions_is_drift_not_an_engine_down(database, owner, admin_conn):
+    """ALLOW_CONNECTIONS false (the tenant may set it) shuts everyone out, the admin too: a refresh must
+    report the database's login as broken, not fail the whole stack saying the server is down."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, {"extensions": ["pgcrypto"]})).inputs
+    outs = database.create(inputs).outs
+    with connect(outs, "postgres") as tenant:
+        tenant.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(owner)))
+    refreshed = database.read("id", outs).outs
+    assert refreshed["login"] is False and refreshed["params"]["extensions"] == ["pgcrypto"]
+    database.update("id", refreshed, inputs)
+    connect(outs).close()
+    assert database.diff("id", database.read("id", outs).outs, inputs).changes is False
+
+
 def test_database_drift_owner_changed_and_encoding_replaces(database, owner, admin_conn):
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
