@@ -261,12 +261,17 @@ def _policy_current(ident: Identity, key: str, info: dict[str, Any], document: d
     return _statements(document) == _statements(tenant_policy(ident, None))
 
 
-def _statements(document: dict[str, Any]) -> set[tuple[str, frozenset[str], frozenset[str]]]:
-    """Statements compared as sets: MinIO stores actions and resources unordered."""
-    def as_set(value: Any) -> frozenset[str]:
-        return frozenset([value] if isinstance(value, str) else value or [])
+def _statements(document: dict[str, Any]) -> set[frozenset[tuple[str, Any]]]:
+    """Whole statements, compared as sets: MinIO stores lists unordered and may add empty fields. Every
+    field counts: a Condition or NotAction on a Deny turns it off as surely as removing it."""
+    def canonical(value: Any) -> Any:
+        if isinstance(value, dict):
+            return frozenset((key, canonical(item)) for key, item in value.items() if item not in (None, "", [], {}))
+        if isinstance(value, list):
+            return frozenset(canonical(item) for item in value)
+        return frozenset([value]) if isinstance(value, str) else value  # "s3:*" and ["s3:*"] are one
 
-    return {(st.get("Effect", ""), as_set(st.get("Action")), as_set(st.get("Resource")))
+    return {canonical({key: value for key, value in st.items() if key != "Sid"})
             for st in document.get("Statement", [])}
 
 

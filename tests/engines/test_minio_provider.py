@@ -414,6 +414,26 @@ def test_access_key_drift_is_read_and_repaired(owner, buckets, keys, minio_admin
     assert provider.read("id", repaired).id == ""
 
 
+def test_a_deny_turned_off_by_a_condition_is_a_policy_edit(owner, buckets, keys, minio_admin):
+    """The Deny statements keep their actions and resources but match nobody: the key may then make its
+    bucket public. Every field of a statement counts, not only its effect, actions and resources."""
+    bucket = buckets()["bucket"]
+    provider, outs = keys()
+    inputs = provider.check({}, props("minio", "objects", "access_key", owner, owner)).inputs
+    document = json.loads(minio_admin.policy_info(f"devstack-{owner}"))
+    for statement in document["Statement"]:
+        if statement["Effect"] == "Deny":
+            statement["Condition"] = {"StringEquals": {"aws:username": "nobody-at-all"}}
+    minio_admin.policy_add(f"devstack-{owner}", policy=document)
+    read = provider.read("id", outs)
+    assert read.outs["outOfBand"] == ["policy"]
+    provider.update("id", read.outs, inputs)
+    assert provider.read("id", outs).outs["outOfBand"] == []
+    assert denied(lambda: as_key(outs).put_bucket_policy(Bucket=bucket, Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+                                                "Resource": f"arn:aws:s3:::{bucket}/*"}]})))
+
+
 def test_access_key_groups_and_service_accounts_are_drift_and_removed(owner, buckets, keys, minio_admin, oob):
     """A group (with its policies) or a service account would reach past the project, or outlive a
     rotation: read reports both, the next update removes them, and the key cannot make its own."""
