@@ -419,11 +419,12 @@ class Bucket(GuardedKind):
             owner=tags_owner(tags),
             params={"versioning": _versioning(s3, bucket) == "Enabled", "object_lock": _object_lock(s3, bucket),
                     "tags": user_tags(tags)},
-            attributes={**self._attributes(instance, bucket), "bucketPolicy": _has_policy(s3, bucket)},
+            attributes={**self._attributes(instance, bucket), "bucketPolicy": _has_policy(s3, bucket),
+                        "foreignRules": _foreign_rules(s3, bucket, ident.owner)},
         )
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
-        return ["bucketPolicy"] if olds.get("bucketPolicy") else []
+        return [attribute for attribute in ("bucketPolicy", "foreignRules") if olds.get(attribute)]
 
     def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
         conflict = super()._conflict(verb, ident, observed)
@@ -485,8 +486,12 @@ class Bucket(GuardedKind):
     ) -> dict[str, Any]:
         spec = BucketSpec.model_validate(new.get("params") or {})
         self.enforce("update", ident, spec)
-        bucket = bucket_name(ident.name, ident.owner)
-        self._converge(aws_client(instance, "s3"), ident, bucket, spec, new.get("stack"), bucket_policy=True)
+        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        self._converge(s3, ident, bucket, spec, new.get("stack"), bucket_policy=True)
+        with _bucket_lock(instance, bucket):  # the project's lifecycle rules may be written meanwhile
+            foreign = set(_foreign_rules(s3, bucket, ident.owner))
+            if foreign:
+                _put_rules(s3, bucket, [r for r in _rules(s3, bucket) if r.get("ID") not in foreign])
         return self._attributes(instance, bucket)
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
@@ -536,7 +541,7 @@ class Bucket(GuardedKind):
     @staticmethod
     def _attributes(instance: SharedInstance, bucket: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "region": region_of(instance), "bucket": bucket,
-                "bucketPolicy": False}
+                "bucketPolicy": False, "foreignRules": []}
 
 
 # --- lifecycle rules --------------------------------------------------------
@@ -589,6 +594,13 @@ def _rules(s3: BaseClient, bucket: str) -> list[dict[str, Any]]:
         if error_code(err) == "NoSuchLifecycleConfiguration":
             return []
         raise
+
+
+def _foreign_rules(s3: BaseClient, bucket: str, owner: str) -> list[str]:
+    """Ids of the bucket's lifecycle rules no lifecycle of the project made: one set outside devstack may
+    expire every object."""
+    return sorted(str(r.get("ID") or "") for r in _rules(s3, bucket)
+                  if not str(r.get("ID") or "").startswith(f"{RULE_PREFIX}{owner}:"))
 
 
 def _put_rules(s3: BaseClient, bucket: str, rules: list[dict[str, Any]]) -> None:

@@ -225,6 +225,25 @@ def test_bucket_policy_set_outside_is_drift_and_removed(configure, owner, bucket
     assert provider.read("id", outs).outs["bucketPolicy"] is False
 
 
+def test_a_lifecycle_rule_set_outside_is_drift_and_removed_and_the_projects_own_stay(configure, owner, buckets, oob):
+    """An expiry rule no lifecycle of the project made (here: every object after a day) would delete its data."""
+    outs = buckets()
+    bucket = outs["bucket"]
+    provider, lifecycle = configure(MinioBucket()), configure(MinioLifecycle())
+    inputs = provider.check({}, props("minio", "objects", "bucket", "data", owner)).inputs
+    lifecycle.create(lifecycle.check({}, props("minio", "objects", "lifecycle", "tmp", owner,
+                                               {"bucket": "data", "expireDays": 7, "prefix": "tmp/"})).inputs)
+    ours = f"devstack:{owner}:tmp"
+    rules = oob.s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    evil = {"ID": "evil", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": 1}}
+    oob.s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules + [evil]})
+    read = provider.read("id", outs).outs
+    assert read["foreignRules"] == ["evil"] and provider.diff("id", read, inputs).changes
+    provider.update("id", read, inputs)
+    assert [r["ID"] for r in oob.s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]] == [ours]
+    assert provider.read("id", outs).outs["foreignRules"] == []
+
+
 def test_lifecycle_retained_then_purged_delete_leaves_bucket_and_other_rules(configure, owner, buckets, oob):
     bucket = buckets()["bucket"]
     put_foreign_rule(oob, bucket)
