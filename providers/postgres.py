@@ -466,7 +466,9 @@ class Database(KindProvider):
                 # The login of the database's DSN: NOLOGIN, an expired password or a limit of the role's
                 # own (0 refuses every session) break it while the password still matches.
                 logs_in = allows_sessions and row.logs_in and row.connection_limit == -1
-        return Observed(owner=owner, params=params, attributes={"user": owner_role, "isolated": isolated, "login": logs_in})
+        # Its owner may remove the comment: still the project's by its role, but gc would take it for foreign.
+        attributes = {"user": owner_role, "isolated": isolated, "login": logs_in, "marked": marker is not None}
+        return Observed(owner=owner, params=params, attributes=attributes)
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -562,7 +564,7 @@ class Database(KindProvider):
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None
         drifted = ["user"] if olds.get("user") not in (None, expected_user) else []
         # CONNECT or TEMPORARY granted to PUBLIC again: other projects' logins could get in.
-        return drifted + [attribute for attribute in ("isolated", "login") if olds.get(attribute) is False]
+        return drifted + [attribute for attribute in ("isolated", "login", "marked") if olds.get(attribute) is False]
 
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool:
         return password_works(instance, user, password)
@@ -613,7 +615,7 @@ class Database(KindProvider):
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
         return {"host": instance.host, "port": instance.port, "user": role, "database": database, "password": password,
-                "isolated": True, "login": True, "passwordInSync": True}
+                "isolated": True, "login": True, "marked": True, "passwordInSync": True}
 
 
 #: Roles other than the owner granted CONNECT or TEMPORARY on a database: devstack grants none.

@@ -339,6 +339,21 @@ def test_a_database_its_owner_closed_to_sessions_is_drift_not_an_engine_down(dat
     assert database.diff("id", database.read("id", outs).outs, inputs).changes is False
 
 
+def test_a_database_marker_its_owner_removed_is_drift_and_written_again(database, owner, admin_conn):
+    """Still the project's by its role, but a scan (gc) would take a database without its marker for foreign."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    with connect(outs, "postgres") as tenant:
+        tenant.execute(sql.SQL("COMMENT ON DATABASE {} IS NULL").format(sql.Identifier(owner)))
+    refreshed = database.read("id", outs).outs
+    assert refreshed["marked"] is False and database.diff("id", refreshed, inputs).changes
+    database.update("id", refreshed, inputs)
+    comment = admin_conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                                 (owner,)).fetchone()[0]
+    assert json.loads(comment)["owner"] == owner
+    assert database.diff("id", database.read("id", outs).outs, inputs).changes is False
+
+
 def test_database_drift_owner_changed_and_encoding_replaces(database, owner, admin_conn):
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
