@@ -25,7 +25,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, Mapping, TypeVar
 
@@ -427,12 +427,15 @@ def stream_params(config: StreamConfig) -> dict[str, Any]:
 STREAM_LAYOUT: dict[str, Any] = {
     "discard": "old", "max_msgs_per_subject": -1, "max_msg_size": -1, "max_consumers": -1, "allow_rollup_hdrs": False,
     "no_ack": False, "sealed": False, "deny_delete": False, "deny_purge": False,
+    # Defaults the server gives the stream's consumers: an inactive threshold deletes idle durable ones,
+    # a max ack pending below the consumers' own makes their creates fail.
+    "consumer_limits": None,
 }
 #: A kv bucket's stream as nats clients make it and expect it (purging a key rolls it up); the history
 #: param is its max_msgs_per_subject.
 KV_LAYOUT: dict[str, Any] = {
     "discard": "new", "max_msg_size": -1, "max_consumers": -1, "allow_rollup_hdrs": True, "allow_direct": True,
-    "no_ack": False, "sealed": False, "deny_delete": True, "deny_purge": False,
+    "no_ack": False, "sealed": False, "deny_delete": True, "deny_purge": False, "consumer_limits": None,
 }
 #: What devstack leaves at the server's defaults on a consumer. Set outside Pulumi, they stall it (one
 #: message in flight), strip its messages to their headers, delete it when idle, or delay redeliveries.
@@ -447,6 +450,8 @@ def off_layout(config: StreamConfig, layout: Mapping[str, Any]) -> list[str]:
     """The settings of `layout` the live config does not have (the server leaves a false one out)."""
     def live(name: str) -> Any:
         value = _value(getattr(config, name))
+        if is_dataclass(value) and not any(asdict(value).values()):
+            value = None  # the server answers {} for limits none of which is set
         return False if value is None and isinstance(layout[name], bool) else value
 
     return [name for name, value in layout.items() if live(name) != value]
@@ -812,6 +817,10 @@ class Consumer(NatsKind):
         if metadata_owner(info.config.metadata) != ident.owner:
             raise Conflict(verb, what, f"stream {stream!r} does not belong to project {ident.owner!r}",
                            "bind the consumer to a stream the project declares")
+        if off_layout(info.config, {"consumer_limits": None}):
+            raise Unsupported(verb, what, f"stream {stream!r} has consumer limits set outside devstack "
+                           f"({info.config.consumer_limits}), which would override or refuse the consumer's settings",
+                           "`pulumi refresh` then `pulumi up`: the stream's update takes them off first")
         subjects = info.config.subjects or []
         if not filters_inside(spec.filter_subject, subjects):
             raise InvalidSpec(verb, what, f"params.filterSubject {spec.filter_subject!r} is outside the subjects "

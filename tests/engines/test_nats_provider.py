@@ -9,7 +9,7 @@ import nats
 import pytest
 from pydantic import SecretStr
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, DiscardPolicy, KeyValueConfig, RePublish, StorageType, StreamConfig, StreamSource
+from nats.js.api import ConsumerConfig, DiscardPolicy, KeyValueConfig, RePublish, StorageType, StreamConfig, StreamConsumerLimits, StreamSource
 from nats.js.errors import NotFoundError
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
@@ -463,6 +463,28 @@ def test_consumer_settings_beyond_its_params_are_drift_and_put_back(consumer, ow
     assert consumer.update("id", refreshed, inputs).outs["configInSync"] is True
     assert consumer_config(js, owner, f"{owner}_worker") == live
     assert consumer.read("id", outs).outs["configInSync"] is True
+
+
+def test_consumer_limits_set_on_the_stream_outside_are_its_drift_and_its_update_takes_them_off(
+        stream, consumer, owner, js):
+    """The server gives a stream's consumers its consumer_limits as defaults: an inactive threshold (idle
+    durable consumers deleted) a consumer update could never override, or a max ack pending below the
+    consumer's own, which refuses its create."""
+    stream_inputs = checked(stream, props("nats", "events", "stream", owner, owner))
+    stream_outs = stream.create(stream_inputs).outs
+    inputs = consumer_inputs(consumer, owner)
+    outs = consumer.create(inputs).outs
+    live = stream_config(js, owner)
+    js(lambda j: j.update_stream(live.evolve(consumer_limits=StreamConsumerLimits(inactive_threshold=3600.0))))
+    with pytest.raises(Unsupported, match="has consumer limits set outside devstack.*pulumi refresh"):
+        consumer.create(consumer_inputs(consumer, owner, name="late"))
+    refreshed = stream.read("id", stream_outs).outs
+    assert refreshed["configInSync"] is False and stream.diff("id", refreshed, stream_inputs).changes
+    stream.update("id", refreshed, stream_inputs)  # Pulumi updates the stream before its consumers
+    assert stream.read("id", stream_outs).outs["configInSync"] is True
+    consumer.update("id", consumer.read("id", outs).outs, inputs)
+    assert consumer.read("id", outs).outs["configInSync"] is True
+    assert consumer_config(js, owner, f"{owner}_worker").inactive_threshold is None
 
 
 @pytest.mark.parametrize(
