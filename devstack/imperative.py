@@ -208,6 +208,11 @@ class Workspace:
         """URNs of everything in the stack's state (the ledger)."""
         return {resource["urn"] for resource in self._state_resources()}
 
+    def state_purge(self, urn: str) -> bool | None:
+        """The `purge` the state holds for `urn`, which its delete will use; None when it is not there."""
+        held = next((resource for resource in self._state_resources() if resource["urn"] == urn), None)
+        return None if held is None else (held.get("inputs") or {}).get("purge") is True
+
     def state_dependents(self, urn: str) -> list[str]:
         """URNs of the resources the state records as depending on `urn`."""
         return [resource["urn"] for resource in self._state_resources() if urn in (resource.get("dependencies") or [])]
@@ -565,27 +570,37 @@ def _require_deleted(target: Target, changes: dict[str, int], verb: str) -> None
 def remove(target: Target, purge_data: bool, confirm: Confirm, out: Out) -> Outcome:
     """Remove the declaration and update `target` alone: retained, or dropped with `purge_data`.
 
-    Purging is two updates, as by hand: `purge: true` on the entry, then
-    the removal, so the provider drops the data on delete. Absent from the
-    file and from the state: nothing to do.
+    Pulumi deletes with the `purge` the state holds, so that is set first
+    when it differs from what was asked, as by hand: `purge: true` on the
+    entry and an update, then the removal, so the provider drops the data;
+    or, for an entry declared `purge: true` removed without `--purge-data`,
+    `purge: false` first, so the data stays. Absent from the file and from
+    the state: nothing to do.
     """
     path = target.project.path
     original = read_text(path)
     index = _entry_index(original, target)
+    held = target.workspace.state_purge(target.urns()[0])
     if index is None:
-        if target.urns()[0] not in target.workspace.state_urns():
+        if held is None:
             return Outcome()
-        if purge_data:
-            raise InvalidQuery("purge", target.what, f"{target.project.relative} no longer declares it, so purge "
-                               "cannot be set", "declare it again with `purge: true`, `pulumi up`, then remove it")
-        return _apply(target, original, original, confirm, out, f"untrack {target.what}", _RETAINED, removing=True)
+        if held != purge_data:  # no entry left to set purge on
+            raise InvalidQuery("remove", target.what, f"{target.project.relative} no longer declares it and the ledger "
+                               f"holds it with purge: {str(held).lower()}, so its removal would "
+                               f"{'drop' if held else 'keep'} the data", "declare it again with the purge you want, "
+                               "`pulumi up`, then remove it; or un-track it, data kept, with `devstack resource rm`")
+        return _apply(target, original, original, confirm, out, f"untrack {target.what}",
+                      "" if purge_data else _RETAINED, removing=True)
     first = Outcome()
-    if purge_data and yaml.safe_load(original)["resources"][index].get("purge") is not True:
-        marked = yamledit.set_entry_field(original, index, "purge", True)
+    declared = yaml.safe_load(original)["resources"][index].get("purge") is True
+    if (declared if held is None else held) != purge_data:
+        marked = yamledit.set_entry_field(original, index, "purge", purge_data)
         target.workspace.check(target.project.relative, marked, target.what)
         write_text(path, marked)
-        first = _apply(target, original, marked, confirm, out, f"drop {target.what} and its data",
-                       "then the entry is removed and the resource dropped with its data")
+        first = _apply(target, original, marked, confirm, out,
+                       f"drop {target.what} and its data" if purge_data else f"keep the data of {target.what}",
+                       "then the entry is removed and the resource dropped with its data" if purge_data
+                       else "then the entry is removed; the resource and its data stay (it was declared purge: true)")
         original, confirm = marked, None  # the question above covered both steps
     removed = {}
 

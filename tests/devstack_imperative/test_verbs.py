@@ -345,3 +345,20 @@ def test_env_refuses_values_a_targeted_update_left_unknown(scratch):
     assert "04da6b54" not in out + err
     # The clean-up purges what is applied and takes the rest out.
     scratch.file.write_text(scratch.file.read_text().replace(entry, "").replace(service, ""))
+
+
+def test_rm_without_purge_data_keeps_the_data_of_an_entry_declared_purge_true(scratch):
+    """Pulumi deletes with the purge the state holds: the verb sets it off first, as it says it retains."""
+    name = fresh_name()
+    assert scratch.verb("queue", "add", name)[0] == 0
+    text = scratch.file.read_text()
+    index = next(i for i, e in enumerate(yaml.safe_load(text)["resources"]) if e.get("name") == name)
+    scratch.file.write_text(yamledit.set_entry_field(text, index, "purge", True))
+    assert scratch.verb("queue", "add", name)[0] == 0  # applied: the state holds purge: true
+    code, out, err = scratch.verb("queue", "rm", name)
+    assert code == 0, err
+    assert "retained" in out and scratch.state_keys() == set()
+    assert scratch.observe("localstack", "queue", name).owner == scratch.project  # the data stayed
+    assert scratch.verb("queue", "add", name)[0] == 0  # adopted again, then dropped on purpose
+    assert scratch.verb("queue", "rm", name, "--purge-data")[0] == 0
+    assert scratch.observe("localstack", "queue", name) is None
