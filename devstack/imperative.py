@@ -80,9 +80,9 @@ INSTANCE_ATTRIBUTES = ("host", "port", "region", "endpoint")
 class InvalidDeclaration(InvalidQuery):
     """The would-be workspace does not validate; `problems` are pulumi preview's messages."""
 
-    def __init__(self, what: str, invalid: WorkspaceInvalid) -> None:
+    def __init__(self, what: str, invalid: WorkspaceInvalid, verb: str = "declare") -> None:
         self.problems = [str(problem) for problem in invalid.problems]
-        super().__init__("declare", what, f"{len(self.problems)} problem(s) in the workspace as the edit would "
+        super().__init__(verb, what, f"{len(self.problems)} problem(s) in the workspace as the edit would "
                          "leave it (their lines are the edited file's); nothing was changed", "the file is as it was")
 
 
@@ -181,7 +181,7 @@ class Workspace:
         raise NotFound("pick", f"project {name!r}", f"workspace {self.config.name!r} has no such project",
                        f"projects: {', '.join(r.name for r in refs) or 'none'}")
 
-    def check(self, relative: str, text: str, what: str) -> None:
+    def check(self, relative: str, text: str, what: str, verb: str = "declare") -> None:
         """Validate the workspace as it would be with `relative` holding `text`, as preview does.
 
         The files are copied to a temporary directory with the one file
@@ -202,7 +202,7 @@ class Workspace:
                 validate(self.raw, scratch, load_yaml_if_usable(self.root / display, display), display,
                          config_is_set=lambda key: f"devstack:{key}" in keys)
             except WorkspaceInvalid as invalid:
-                raise InvalidDeclaration(what, invalid) from None
+                raise InvalidDeclaration(what, invalid, verb) from None
 
     def state_urns(self) -> set[str]:
         """URNs of everything in the stack's state (the ledger)."""
@@ -605,7 +605,7 @@ def remove(target: Target, purge_data: bool, confirm: Confirm, out: Out) -> Outc
     removed = {}
 
     def check(text: str) -> None:
-        target.workspace.check(target.project.relative, text, target.what)
+        target.workspace.check(target.project.relative, text, target.what, "remove")
         removed["text"] = text
 
     remove_declaration(path, target.instance.name, target.kind, target.name, check)

@@ -262,7 +262,7 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
                                    "nothing was changed; edit the file as it says, or remove the entry by hand "
                                    "and run `pulumi up`") from err
             if text is not None:
-                workspace.check(ref.relative, text, f"the removal of {resource.id}")
+                workspace.check(ref.relative, text, resource.id, "remove")
                 return [(ref.path, text, ref.relative)]
     return []
 
