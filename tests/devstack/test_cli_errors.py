@@ -238,6 +238,7 @@ def test_recover_refuses_while_the_run_holding_the_lock_is_still_running(tmp_pat
     import socket
     import subprocess
     import sys
+    import time
 
     from devstack import ledger
     from devstack.errors import EngineError
@@ -250,6 +251,11 @@ def test_recover_refuses_while_the_run_holding_the_lock_is_still_running(tmp_pat
     attrs.write_bytes(b"")  # what recover would repair: it must stay, as must the lock
     # A process whose command line names pulumi, as the lock's holder would.
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "pulumi", "up"])
+    command = Path(f"/proc/{holder.pid}/cmdline")
+    for _ in range(100):  # Popen may return before the new program's command line shows in /proc
+        if b"pulumi" in command.read_bytes():
+            break
+        time.sleep(0.05)
     try:
         held = {"pid": holder.pid, "username": "u", "hostname": socket.gethostname(), "timestamp": "now"}
         lock.write_text(json.dumps(held))
