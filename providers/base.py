@@ -351,7 +351,8 @@ class KindProvider(ResourceProvider):
             )
         changes = [f"params.{key}" for key in changed_params if f"params.{key}" not in replaces]
         changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]
-        changes += self.drift(olds) + (["passwordInSync"] if olds.get("passwordInSync") is False else [])
+        # Outputs any kind may report: a login that no longer works, settings beyond the params.
+        changes += self.drift(olds) + [name for name in ("passwordInSync", "configInSync") if olds.get(name) is False]
         return DiffResult(
             changes=bool(replaces or changes),
             replaces=replaces,

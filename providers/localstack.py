@@ -264,9 +264,6 @@ class Queue(_AwsKind):
                         "configInSync": not any(live.get(extra) for extra in QUEUE_EXTRAS)},
         )
 
-    def drift(self, olds: dict[str, Any]) -> list[str]:
-        return ["configInSync"] if olds.get("configInSync") is False else []
-
     def make(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> dict[str, Any] | None:
         name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
         attributes = {**_queue_attributes(spec), **({"FifoQueue": "true"} if spec.fifo else {})}

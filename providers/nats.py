@@ -362,10 +362,6 @@ class NatsKind(KindProvider):
     def engine_name(cls, name: str, owner: str) -> str:
         return nats_name(name, owner)
 
-    def drift(self, olds: dict[str, Any]) -> list[str]:
-        # Each kind's read reports its settings beyond the params in configInSync.
-        return ["configInSync"] if olds.get("configInSync") is False else []
-
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         """The base checks (identity, name rules, params), then the owner-dependent ones."""
         result = super().check(olds, news)
