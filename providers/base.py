@@ -279,22 +279,24 @@ class KindProvider(ResourceProvider):
                 CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"])
                 for e in err.errors()
             )
+        old_params = self._params_as_now(_olds)
         if not failures:
-            failures += self._retained_replacements(_olds, inputs)
-        if not failures and self._changes_refusable(_olds, inputs["params"]):
+            failures += self._retained_replacements(_olds, old_params, inputs)
+        if not failures and self._changes_refusable(old_params, inputs["params"]):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
             failures.extend(CheckFailure(f"params.{self._spelled(param)}", reason)
                             for param, reason in self.refusals(self._instance(ident, "check"), ident, spec))
         return CheckResult(inputs, failures)
 
-    def _retained_replacements(self, olds: dict[str, Any], inputs: dict[str, Any]) -> list[CheckFailure]:
+    def _retained_replacements(self, olds: dict[str, Any], old_params: dict[str, Any] | None,
+                               inputs: dict[str, Any]) -> list[CheckFailure]:
         """A create-only value changed on a resource Pulumi will delete with `purge: false` (its settings
         as they were): the delete keeps it, and the replacement's create finds it with the old value and
         refuses to adopt it, part-way through the up. Said here, so the preview fails instead.
 
-        Only a value that was set: an unset one (a Redis index's pin) may already hold what is asked."""
-        old_params = self._params_as_now(olds)
+        Only a value that was set: an unset one (a Redis index's pin) may already hold what is asked.
+        `old_params`: those of `olds` as `_params_as_now` reads them."""
         if (self.retained_replacement_moves or old_params is None or olds.get("purge")
                 or any(olds.get(name) != inputs.get(name) for name in Identity.field_names())):
             return []
@@ -313,10 +315,9 @@ class KindProvider(ResourceProvider):
         field = self.Spec.model_fields.get(param)
         return (field.alias if field else None) or param
 
-    def _changes_refusable(self, olds: dict[str, Any], params: dict[str, Any]) -> bool:
-        """Whether these params change a value of an existing resource (`olds`: its inputs) that the engine
-        may refuse: a create-only one or one of `refusable_in_place`."""
-        old_params = self._params_as_now(olds)
+    def _changes_refusable(self, old_params: dict[str, Any] | None, params: dict[str, Any]) -> bool:
+        """Whether these params change a value of an existing resource (`old_params`: its inputs' params as
+        `_params_as_now` reads them) that the engine may refuse: a create-only one or one of `refusable_in_place`."""
         return old_params is not None and any(old_params.get(key) != params.get(key)
                                               for key in self.create_only | self.refusable_in_place)
 

@@ -420,7 +420,7 @@ class Bucket(GuardedKind):
             params={"versioning": _versioning(s3, bucket) == "Enabled", "object_lock": _object_lock(s3, bucket),
                     "tags": user_tags(tags)},
             attributes={**self._attributes(instance, bucket), "bucketPolicy": _has_policy(s3, bucket),
-                        "foreignRules": _foreign_rules(s3, bucket, ident.owner)},
+                        "foreignRules": sorted(str(r.get("ID") or "") for r in _foreign_rules(_rules(s3, bucket), ident.owner))},
         )
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
@@ -489,9 +489,10 @@ class Bucket(GuardedKind):
         bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
         self._converge(s3, ident, bucket, spec, new.get("stack"), bucket_policy=True)
         with _bucket_lock(instance, bucket):  # the project's lifecycle rules may be written meanwhile
-            foreign = set(_foreign_rules(s3, bucket, ident.owner))
+            rules = _rules(s3, bucket)
+            foreign = _foreign_rules(rules, ident.owner)
             if foreign:
-                _put_rules(s3, bucket, [r for r in _rules(s3, bucket) if r.get("ID") not in foreign])
+                _put_rules(s3, bucket, [r for r in rules if r not in foreign])
         return self._attributes(instance, bucket)
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
@@ -596,11 +597,9 @@ def _rules(s3: BaseClient, bucket: str) -> list[dict[str, Any]]:
         raise
 
 
-def _foreign_rules(s3: BaseClient, bucket: str, owner: str) -> list[str]:
-    """Ids of the bucket's lifecycle rules no lifecycle of the project made: one set outside devstack may
-    expire every object."""
-    return sorted(str(r.get("ID") or "") for r in _rules(s3, bucket)
-                  if not str(r.get("ID") or "").startswith(f"{RULE_PREFIX}{owner}:"))
+def _foreign_rules(rules: list[dict[str, Any]], owner: str) -> list[dict[str, Any]]:
+    """The lifecycle rules no lifecycle of the project made: one set outside devstack may expire every object."""
+    return [r for r in rules if not str(r.get("ID") or "").startswith(f"{RULE_PREFIX}{owner}:")]
 
 
 def _put_rules(s3: BaseClient, bucket: str, rules: list[dict[str, Any]]) -> None:
