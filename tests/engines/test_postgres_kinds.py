@@ -61,6 +61,13 @@ def connect(outs: dict, dbname: str | None = None) -> psycopg.Connection:
                            dbname=dbname or outs["database"], connect_timeout=5, autocommit=True)
 
 
+def as_tenant(outs: dict, statement: str) -> None:
+    """Run `statement` on the database as its own project role (`{}` is the database's name): what a
+    tenant may do to its database without any admin."""
+    with connect(outs, "postgres") as tenant:
+        tenant.execute(sql.SQL(statement).format(sql.Identifier(outs["database"])))
+
+
 def role_facts(conn, name: str) -> dict | None:
     row = conn.execute(
         "SELECT rolcanlogin, rolinherit, rolconnlimit, shobj_description(oid, 'pg_authid'),"
@@ -312,15 +319,13 @@ def test_a_database_its_owner_made_a_template_is_drift_undone_and_still_purged(d
     copy it, data and all, and DROP DATABASE refuses a template (a purge failed with a traceback)."""
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner, purge=True)).inputs
     outs = database.create(inputs).outs
-    with connect(outs, "postgres") as tenant:
-        tenant.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE true").format(sql.Identifier(owner)))
+    as_tenant(outs, "ALTER DATABASE {} IS_TEMPLATE true")
     refreshed = database.read("id", outs).outs
     assert refreshed["isolated"] is False and database.diff("id", refreshed, inputs).changes
     database.update("id", refreshed, inputs)
     template = "SELECT datistemplate FROM pg_database WHERE datname = %s"
     assert admin_conn.execute(template, (owner,)).fetchone() == (False,)
-    with connect(outs, "postgres") as tenant:
-        tenant.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE true").format(sql.Identifier(owner)))
+    as_tenant(outs, "ALTER DATABASE {} IS_TEMPLATE true")
     database.delete("id", outs)  # purged as it is, a template again
     assert admin_conn.execute(template, (owner,)).fetchone() is None
 
@@ -330,8 +335,7 @@ def test_a_database_its_owner_closed_to_sessions_is_drift_not_an_engine_down(dat
     report the database's login as broken, not fail the whole stack saying the server is down."""
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner, {"extensions": ["pgcrypto"]})).inputs
     outs = database.create(inputs).outs
-    with connect(outs, "postgres") as tenant:
-        tenant.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(owner)))
+    as_tenant(outs, "ALTER DATABASE {} ALLOW_CONNECTIONS false")
     refreshed = database.read("id", outs).outs
     assert refreshed["login"] is False and refreshed["params"]["extensions"] == ["pgcrypto"]
     database.update("id", refreshed, inputs)
@@ -343,8 +347,7 @@ def test_a_database_marker_its_owner_removed_is_drift_and_written_again(database
     """Still the project's by its role, but a scan (gc) would take a database without its marker for foreign."""
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
-    with connect(outs, "postgres") as tenant:
-        tenant.execute(sql.SQL("COMMENT ON DATABASE {} IS NULL").format(sql.Identifier(owner)))
+    as_tenant(outs, "COMMENT ON DATABASE {} IS NULL")
     refreshed = database.read("id", outs).outs
     assert refreshed["marked"] is False and database.diff("id", refreshed, inputs).changes
     database.update("id", refreshed, inputs)
