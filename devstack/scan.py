@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
 
-from providers.base import marker_owner
+from providers.base import marker_field, marker_owner
 from providers.errors import InvalidSpec
 from providers.instances import SharedInstance
 
@@ -51,14 +51,6 @@ class Found:
     #: object that no longer fits it (one made anew by hand under the name), or one inferred. Ours in
     #: the ledger, never provably so outside it. None: the marker is the object's own.
     doubt: str | None = None
-
-
-def _marker_field(text: str | None, key: str) -> str | None:
-    """One field of a JSON ownership marker, None when absent or not a marker of ours."""
-    if marker_owner(text) is None:
-        return None
-    value = json.loads(text or "{}").get(key)
-    return value if isinstance(value, str) else None
 
 
 # --- declaration names back from engine names ------------------------------------------
@@ -115,7 +107,7 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                 marker = comment if comment is not None else role_comment if owner else None
                 doubt = None if comment is not None else "it has no COMMENT marker, only its owning role's (a create " \
                                                          "cut short, or a database made by hand for that role)"
-                found.append(Found("postgres", instance.name, "database", name, owner, _marker_field(marker, "stack"),
+                found.append(Found("postgres", instance.name, "database", name, owner, marker_field(marker, "stack"),
                                    doubt=doubt))
         if kinds & {"role", "user"}:
             rows = conn.execute(
@@ -133,12 +125,12 @@ def _role_kind(comment: str | None, login: bool) -> str | None:
     """`role`/`user` from the marker; None for a project role (part of its `database`)."""
     if marker_owner(comment) is None:
         return "user" if login else "role"
-    kind = _marker_field(comment, "kind") or "database"
+    kind = marker_field(comment, "kind") or "database"
     return kind if kind in ("role", "user") else None
 
 
 def _pg_found(instance: SharedInstance, kind: str, name: str, comment: str | None) -> Found:
-    return Found("postgres", instance.name, kind, name, marker_owner(comment), _marker_field(comment, "stack"))
+    return Found("postgres", instance.name, kind, name, marker_owner(comment), marker_field(comment, "stack"))
 
 
 # --- redis ------------------------------------------------------------------------------
@@ -171,7 +163,7 @@ def scan_redis(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                 doubt = None if text is None or rd.marker_fits(text, live) else \
                     "its marker (kept in a registry hash) records other rules (made anew by hand, or its rules changed)"
                 found.append(Found("redis", instance.name, "acl_user", user, marker_owner(text),
-                                   _marker_field(text, "stack"), doubt=doubt))
+                                   marker_field(text, "stack"), doubt=doubt))
     return found
 
 
@@ -252,7 +244,7 @@ def scan_minio(instance: SharedInstance, kinds: set[str]) -> list[Found]:
             doubt = None if minio.policy_name(user) in attached else \
                 "its marker policy is not attached to it (made anew by hand, or the policy detached)"
             found.append(Found("minio", instance.name, "access_key", user, marker_owner(marker),
-                               _marker_field(marker, "stack"), doubt=doubt))
+                               marker_field(marker, "stack"), doubt=doubt))
     return found
 
 
@@ -423,7 +415,7 @@ def scan_kafka(instance: SharedInstance, kinds: set[str]) -> list[Found]:
 
 
 def _kafka_found(instance: SharedInstance, kind: str, name: str, marker: str | None) -> Found:
-    return Found("kafka", instance.name, kind, name, marker_owner(marker), _marker_field(marker, "stack"))
+    return Found("kafka", instance.name, kind, name, marker_owner(marker), marker_field(marker, "stack"))
 
 
 # --- entry point ------------------------------------------------------------------------

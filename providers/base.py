@@ -49,11 +49,14 @@ class Observed:
     `owner` is read from the ownership marker: None means the resource exists
     but carries no marker of ours (a foreign resource we must not touch).
     `attributes` are live values that `read` merges into the outputs.
+    `workspace` is the workspace the marker records (as marker_workspace
+    writes it), None when the engine keeps none for it.
     """
 
     owner: str | None
     params: dict[str, Any] = field(default_factory=dict)
     attributes: dict[str, Any] = field(default_factory=dict)
+    workspace: str | None = None
 
 
 #: Engine objects this provider process created or adopted, (engine, host, port, kind, engine
@@ -423,6 +426,11 @@ class KindProvider(ResourceProvider):
             holder = _held_this_run.get(self.engine_object(instance.host, instance.port, ident.name, ident.owner), ident)
         if holder != ident and holder.owner == ident.owner:
             return  # another declaration of the project holds it now
+        observed = self.observe(instance, ident)
+        if observed is not None and observed.owner == ident.owner and marked_elsewhere(observed.workspace, props.get("stack")):
+            # The project moved: another workspace's up adopted it and re-marked it, and its data is
+            # that workspace's now. This ledger lets go of it; the other one's purge may drop it.
+            return
         try:
             self.drop(instance, ident, props)
         except NotFound:
@@ -570,6 +578,18 @@ def marked_stack(workspace: str) -> tuple[str, str]:
     return stack, digest
 
 
+def marked_elsewhere(marked: str | None, ours: str | None) -> bool:
+    """Whether a marker's workspace `marked` is provably not `ours` (both as marker_workspace writes them).
+
+    A marker without a workspace proves nothing; nor does a bare stack name (as markers were before
+    they named their ledger) against a ledger of that stack's name, or the other way round.
+    """
+    if not marked or not ours:
+        return False
+    (stack, digest), (our_stack, our_digest) = marked_stack(marked), marked_stack(ours)
+    return stack != our_stack or bool(digest and our_digest and digest != our_digest)
+
+
 def ownership_marker(ident: Identity, stack: str) -> str:
     """The marker stored in the engine (comment, tag, metadata) for a managed resource."""
     return json.dumps({"managed-by": "devstack", "owner": ident.owner, "stack": stack}, sort_keys=True)
@@ -585,3 +605,11 @@ def marker_owner(marker: str | None) -> str | None:
         return None
     owner = data.get("owner")
     return owner if isinstance(owner, str) else None
+
+
+def marker_field(marker: str | None, key: str) -> str | None:
+    """One field of a marker of ours (`stack`, a role's `kind`), None when absent or not a marker of ours."""
+    if marker_owner(marker) is None:
+        return None
+    value = json.loads(marker or "{}").get(key)
+    return value if isinstance(value, str) else None

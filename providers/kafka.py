@@ -60,7 +60,7 @@ from confluent_kafka.admin import (
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, Observed, marker_owner, one_per_key, ownership_marker
+from providers.base import KindProvider, Observed, marker_field, marker_owner, one_per_key, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
@@ -386,8 +386,16 @@ class KafkaKind(KindProvider):
     def marker_key(self, ident: Identity) -> str:
         return f"{self.marker_kind}:{self.engine_name(ident.name, ident.owner)}"
 
+    def marker(self, instance: SharedInstance, admin: AdminClient, ident: Identity) -> str | None:
+        return read_markers(instance, admin).get(self.marker_key(ident))
+
     def marked_owner(self, instance: SharedInstance, admin: AdminClient, ident: Identity) -> str | None:
-        return marker_owner(read_markers(instance, admin).get(self.marker_key(ident)))
+        return marker_owner(self.marker(instance, admin, ident))
+
+    def observed(self, instance: SharedInstance, admin: AdminClient, ident: Identity, **found: Any) -> Observed:
+        """What observe found, with the owner and workspace the registry's marker records."""
+        marker = self.marker(instance, admin, ident)
+        return Observed(owner=marker_owner(marker), workspace=marker_field(marker, "stack"), **found)
 
     def require_ours(self, instance: SharedInstance, admin: AdminClient, ident: Identity, what: str) -> None:
         """Refuse to drop what the registry gives to someone else (a purge never drops another's)."""
@@ -540,8 +548,8 @@ class Topic(KafkaKind):
         params = live_topic(admin, name, what)
         if params is None:
             return None
-        return Observed(owner=self.marked_owner(instance, admin, ident), params=params,
-                        attributes={"topic": name, "partitions": params["partitions"],
+        return self.observed(instance, admin, ident, params=params,
+                             attributes={"topic": name, "partitions": params["partitions"],
                                     "isolated": not foreign_grants(admin, name, ident.owner, what)})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
@@ -823,8 +831,8 @@ class Acl(KafkaKind):
         params = acl_params(ident.owner, bindings)
         # Exactly what those params grant, and nothing more (no other pattern, no DENY, no host).
         in_sync = bindings == wanted_bindings(ident.owner, principal, AclSpec.model_construct(**params))
-        return Observed(owner=self.marked_owner(instance, admin, ident), params=params,
-                        attributes={"user": principal, "principal": f"User:{principal}", "aclInSync": in_sync})
+        return self.observed(instance, admin, ident, params=params,
+                             attributes={"user": principal, "principal": f"User:{principal}", "aclInSync": in_sync})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["aclInSync"] if olds.get("aclInSync") is False else []

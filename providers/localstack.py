@@ -257,8 +257,10 @@ class Queue(_AwsKind):
         params: dict[str, Any] = {field: int(live[attr]) for field, attr in QUEUE_ATTRIBUTES.items() if attr in live}
         params["fifo"] = live.get("FifoQueue") == "true"
         params["content_based_deduplication"] = live.get("ContentBasedDeduplication") == "true"
+        tags = sqs.list_queue_tags(QueueUrl=url).get("Tags", {})
         return Observed(
-            owner=s3.tags_owner(sqs.list_queue_tags(QueueUrl=url).get("Tags", {})),
+            owner=s3.tags_owner(tags),
+            workspace=s3.tags_workspace(tags),
             params=params,
             attributes={**location(instance), "queue": name, "queueUrl": url, "queueArn": live["QueueArn"],
                         "configInSync": not any(live.get(extra) for extra in QUEUE_EXTRAS)},
@@ -342,7 +344,7 @@ class Topic(_AwsKind):
         params = {"fifo": live.get("FifoTopic") == "true", "display_name": live.get("DisplayName", ""),
                   "content_based_deduplication": live.get("ContentBasedDeduplication") == "true"}
         tags = s3.tag_dict(sns.list_tags_for_resource(ResourceArn=arn).get("Tags", []))
-        return Observed(owner=s3.tags_owner(tags), params=params,
+        return Observed(owner=s3.tags_owner(tags), workspace=s3.tags_workspace(tags), params=params,
                         attributes={**location(instance), "topic": name, "topicArn": arn})
 
     def make(self, instance: SharedInstance, ident: Identity, spec: TopicSpec, stack: str | None) -> dict[str, Any] | None:
@@ -416,6 +418,7 @@ class Stream(_AwsKind):
         shards = None if _on_demand(summary) else summary.get("OpenShardCount")
         return Observed(
             owner=s3.tags_owner(tags),
+            workspace=s3.tags_workspace(tags),
             params={"shard_count": shards, "retention_hours": summary.get("RetentionPeriodHours")},
             attributes={**location(instance), "stream": name, "streamArn": summary["StreamARN"]},
         )
@@ -564,7 +567,7 @@ class Table(_AwsKind):
             return None
         ttl = ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
         tags = table_tags(ddb, table["TableArn"])
-        return Observed(owner=s3.tags_owner(tags), params=_table_params(table, ttl),
+        return Observed(owner=s3.tags_owner(tags), workspace=s3.tags_workspace(tags), params=_table_params(table, ttl),
                         attributes={**location(instance), "table": name, "tableArn": table["TableArn"]})
 
     def make(self, instance: SharedInstance, ident: Identity, spec: TableSpec, stack: str | None) -> None:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pulumi.dynamic import ReadResult
 
 from providers import s3
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, one_per_key, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, one_per_key, ownership_marker
 from providers.credentials import password_for
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import Identity
@@ -327,7 +327,8 @@ class AccessKey(s3.GuardedKind):
             out_of_band.append("groups")
         if _service_accounts(admin, key):  # made out of band: they would outlive a rotation
             out_of_band.append("serviceAccounts")
-        return Observed(owner=owner, attributes={"accessKey": key, "policy": policy_name(key), "outOfBand": out_of_band})
+        return Observed(owner=owner, workspace=marker_field(document.get("ID"), "stack") if document else None,
+                        attributes={"accessKey": key, "policy": policy_name(key), "outOfBand": out_of_band})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         result = super().read(id_, props)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine,
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -167,10 +167,19 @@ def marker_metadata(ident: Identity, stack: str) -> dict[str, str]:
     return {MARKER_PREFIX + key: value for key, value in json.loads(ownership_marker(ident, stack)).items()}
 
 
+def metadata_marker(metadata: dict[str, str] | None) -> str:
+    """The ownership marker a stream's or consumer's metadata entries spell out, as marker text."""
+    return json.dumps({k[len(MARKER_PREFIX):]: v for k, v in (metadata or {}).items() if k.startswith(MARKER_PREFIX)})
+
+
 def metadata_owner(metadata: dict[str, str] | None) -> str | None:
     """The owner recorded in a stream's or consumer's metadata, or None when it is not ours."""
-    marker = {k[len(MARKER_PREFIX):]: v for k, v in (metadata or {}).items() if k.startswith(MARKER_PREFIX)}
-    return marker_owner(json.dumps(marker))
+    return marker_owner(metadata_marker(metadata))
+
+
+def metadata_workspace(metadata: dict[str, str] | None) -> str | None:
+    """The workspace recorded in a stream's or consumer's metadata."""
+    return marker_field(metadata_marker(metadata), "stack")
 
 
 def with_marker(live: dict[str, str] | None, marker: dict[str, str]) -> dict[str, str]:
@@ -532,6 +541,7 @@ class Stream(NatsKind):
         params = stream_params(info.config)
         return Observed(
             owner=metadata_owner(info.config.metadata),
+            workspace=metadata_workspace(info.config.metadata),
             params=params,
             attributes={"stream": name, "subjects": ",".join(params["subjects"]),
                         "configInSync": stream_in_sync(info.config)},
@@ -739,6 +749,7 @@ class Consumer(NatsKind):
         stream_name = stream.config.name or ""
         return Observed(
             owner=metadata_owner(info.config.metadata),
+            workspace=metadata_workspace(info.config.metadata),
             params=consumer_params(info.config, stream_declaration(stream_name, ident.owner)),
             attributes={"stream": stream_name, "consumer": name,
                         "configInSync": not off_layout(info.config, CONSUMER_LAYOUT)},
@@ -889,7 +900,8 @@ class Kv(NatsKind):
         info = run(instance, lambda s: stream_info(s.js, KV_STREAM_PREFIX + bucket))
         if info is None:
             return None
-        return Observed(owner=metadata_owner(info.config.metadata), params=kv_params(info.config),
+        return Observed(owner=metadata_owner(info.config.metadata), workspace=metadata_workspace(info.config.metadata),
+                        params=kv_params(info.config),
                         attributes={"bucket": bucket, "configInSync": kv_in_sync(info.config, bucket)})
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:

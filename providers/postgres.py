@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
 from providers.credentials import Rotation, login_password, password_for
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
@@ -218,6 +218,10 @@ class RoleRow:
     @property
     def owner(self) -> str | None:
         return marker_owner(self.comment)
+
+    @property
+    def workspace(self) -> str | None:
+        return marker_field(self.comment, "stack")
 
     @property
     def marker_kind(self) -> str:
@@ -468,7 +472,8 @@ class Database(KindProvider):
                 logs_in = allows_sessions and row.logs_in and row.connection_limit == -1
         # Its owner may remove the comment: still the project's by its role, but gc would take it for foreign.
         attributes = {"user": owner_role, "isolated": isolated, "login": logs_in, "marked": marker is not None}
-        return Observed(owner=owner, params=params, attributes=attributes)
+        return Observed(owner=owner, params=params, attributes=attributes,
+                        workspace=marker_field(role_marker if marker is None else marker, "stack"))
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -814,7 +819,7 @@ class Role(_ProjectRoleKind):
     attributes = ("host", "port", "role")
 
     def _observed(self, row: RoleRow) -> Observed:
-        return Observed(owner=row.owner, params={"inherit": row.inherit},
+        return Observed(owner=row.owner, params={"inherit": row.inherit}, workspace=row.workspace,
                         attributes={"role": row.name, "login": row.login, "isolated": not row.breached(row.owner or "")})
 
     def create_resource(
@@ -877,6 +882,7 @@ class User(_ProjectRoleKind):
             params={"connection_limit": row.connection_limit},
             attributes={"user": row.name, "login": row.logs_in, "member_of": list(row.member_of),
                         "isolated": not row.breached(row.owner or "")},
+            workspace=row.workspace,
         )
 
     def create_resource(

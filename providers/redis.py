@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import KindProvider, LazyModule, Observed, marker_owner, ownership_marker
+from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
@@ -273,7 +273,7 @@ class RedisIndex(KindProvider):
         if entry is None or not isinstance(entry.get("db"), int):
             return Observed(owner=None)
         params = {"index": entry["db"]} if entry.get("pinned") else {}
-        return Observed(owner=entry["owner"], params=params, attributes={"db": entry["db"]})
+        return Observed(owner=entry["owner"], params=params, attributes={"db": entry["db"]}, workspace=marker_field(text, "stack"))
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -433,7 +433,7 @@ class AclUser(KindProvider):
             return Observed(owner=None)
         reply = dict(zip(live[::2], live[1::2]))
         params = {"read_only": str(reply.get("keys", "")).startswith("%R~")}
-        return Observed(owner=entry["owner"], params=params,
+        return Observed(owner=entry["owner"], params=params, workspace=marker_field(text, "stack"),
                         attributes={"user": name, "aclInSync": marker_fits(text, live)})
 
     def create_resource(

@@ -178,6 +178,12 @@ def tags_owner(tags: dict[str, str]) -> str | None:
     return tags.get(OWNER_TAG) or None
 
 
+def tags_workspace(tags: dict[str, str]) -> str | None:
+    """The workspace the marker tags name ("unknown": made where none was known), None when not ours."""
+    stack = tags.get(STACK_TAG) if tags_owner(tags) else None
+    return None if stack == "unknown" else stack
+
+
 def user_tags(tags: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in tags.items() if key not in RESERVED_TAGS}
 
@@ -417,6 +423,7 @@ class Bucket(GuardedKind):
         tags = bucket_tags(s3, bucket)
         return Observed(
             owner=tags_owner(tags),
+            workspace=tags_workspace(tags),
             params={"versioning": _versioning(s3, bucket) == "Enabled", "object_lock": _object_lock(s3, bucket),
                     "tags": user_tags(tags)},
             attributes={**self._attributes(instance, bucket), "bucketPolicy": _has_policy(s3, bucket),
@@ -670,7 +677,9 @@ class Lifecycle(GuardedKind):
         # Anything written beside what those params say (a tag filter, non-current versions expired...)
         # changes what the rule deletes.
         in_sync = found == _rule(rule, **params)
-        return Observed(owner=ident.owner, params=params, attributes={"bucket": bucket, "rule": rule, "ruleInSync": in_sync})
+        # A rule keeps no marker of its own: its bucket's is the rule's.
+        return Observed(owner=ident.owner, workspace=tags_workspace(bucket_tags(s3, bucket)), params=params,
+                        attributes={"bucket": bucket, "rule": rule, "ruleInSync": in_sync})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["ruleInSync"] if olds.get("ruleInSync") is False else []

@@ -108,3 +108,29 @@ def test_second_up_on_the_same_stack_fails_on_the_lock(project_dir, offline_env,
         assert len(tenants(checkpoint(offline_env, "faults"))) == len(MIX)
     finally:
         first.destroy()
+
+
+def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_purges(
+        tmp_path, pulumi_command, admin, shared, prefix):
+    """Workspace b lists a project workspace a holds with `purge: true`; b's up adopts every resource.
+    a then stops listing it: a's ledger forgets the resources and b keeps them, data and all."""
+    project = f"{prefix}-moved"
+    (old, _w, files), (new, _nw, _nf) = (workspace(tmp_path / side, pulumi_command, shared, admin, project)
+                                         for side in ("old", "new"))
+    try:
+        assert changes(old.up()) == {"create": 3 + len(MIX)}
+        assert changes(new.up()) == {"create": 3 + len(MIX)}  # adopted: the engines hold one of each
+        everything = sweep(project, shared, admin, dry_run=True)
+        assert sum(everything.values()) == len(MIX) + 2  # a database is two objects, an acl user too
+
+        configure(old, [], shared, admin)  # the old workspace no longer lists it; its entries purge
+        assert changes(old.up()) == {"delete": 1 + len(MIX)}
+        assert tenants(checkpoint(old.workspace.env_vars, "faults")) == {}
+        assert sweep(project, shared, admin, dry_run=True) == everything
+        assert changes(new.refresh()) == {}  # nothing gone or changed under the new workspace
+
+        new.destroy()  # the new workspace's own purge still drops them
+        assert sum(sweep(project, shared, admin, dry_run=True).values()) == 0
+    finally:
+        for stack in (old, new):
+            stack.destroy()

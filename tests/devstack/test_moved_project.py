@@ -1,0 +1,56 @@
+"""A project moved to another workspace: the old workspace's purge lets go of what the new one adopted.
+
+Workspace B lists a project workspace A still tracks; B's up adopts every
+resource and re-marks it for B. A then stops declaring the project with
+`purge: true` (or destroys with `--purge-data`): A's ledger forgets each
+resource and the data stays with B. B's own purge still drops it.
+"""
+
+from __future__ import annotations
+
+from devstack import ledger
+from devstack.scan import scan
+from providers import registry
+from providers.base import marker_workspace
+from providers.instances import instances_from_config
+from tests.devstack.conftest import token
+from tests.devstack.test_gc import drop_quietly, engine_name, orphan_plan, workspace_config
+
+
+def marks_of(config, owner: str) -> dict[tuple[str, str, str], str | None]:
+    """(engine, kind, engine name) -> the workspace its marker records, for everything `owner` has."""
+    found = {}
+    for instance in instances_from_config(config).values():
+        for f in scan(instance, set(registry.kinds(instance.engine))):
+            if f.owner == owner:
+                found[(f.engine, f.kind, f.engine_name)] = f.stack
+    return found
+
+
+def test_a_purge_leaves_every_kind_another_workspace_adopted(admin, local_shared):
+    p = f"mv{token()}"
+    config = workspace_config(local_shared, admin, "moved", [])
+    old, new = marker_workspace("old", "the old workspace's salt"), marker_workspace("new", "the new one's salt")
+    plan = orphan_plan(p)
+    expected = {(e, k, engine_name(e, k, n, p)) for e, _, k, n, _ in plan}
+    made, old_outs, new_outs = [], [], []
+    try:
+        for marker, outs in ((old, old_outs), (new, new_outs)):
+            for engine, instance, kind, name, params in plan:
+                provider = ledger.configured_provider(config, engine, kind)
+                made.append((engine, instance, kind, name, p))
+                outs.append(provider.create({"engine": engine, "instance": instance, "kind": kind, "name": name,
+                                             "owner": p, "params": params, "credentials": "predictable",
+                                             "purge": True, "stack": marker}).outs)
+        assert marks_of(config, p) == dict.fromkeys(expected, new)  # the new workspace's up re-marked each one
+
+        for (engine, _i, kind, _n, _p), outs in reversed(list(zip(plan, old_outs))):
+            ledger.configured_provider(config, engine, kind).delete("id", outs)  # the old workspace's purge
+        assert marks_of(config, p) == dict.fromkeys(expected, new)  # nothing dropped, still the new one's
+
+        for (engine, _i, kind, _n, _p), outs in reversed(list(zip(plan, new_outs))):
+            ledger.configured_provider(config, engine, kind).delete("id", outs)  # the new workspace's purge
+        assert marks_of(config, p) == {}
+    finally:
+        for engine, instance, kind, name, owner in reversed(made):
+            drop_quietly(config, engine, instance, kind, name, owner)
