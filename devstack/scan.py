@@ -100,13 +100,15 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                 "WHERE NOT d.datistemplate AND d.datname <> 'postgres' ORDER BY 1"
             ).fetchall()
             for name, comment, owner_role, role_comment in rows:
-                # As the provider tells it: a database without its COMMENT (a create cut short) belongs to
-                # the project whose role owns it. Not provably ours, though: one made by hand for that role
-                # looks the same, so only the ledger makes it this workspace's.
-                owner = postgres.database_owner(comment, owner_role, role_comment)
-                marker = comment if comment is not None else role_comment if owner else None
-                doubt = None if comment is not None else "it has no COMMENT marker, only its owning role's (a create " \
-                                                         "cut short, or a database made by hand for that role)"
+                # As the provider tells it: a database owned by a project's role is that project's, whatever
+                # its COMMENT says (its owner may rewrite that). Without a COMMENT of the same project, though,
+                # it is not provably ours: one made by hand for that role looks the same, so only the ledger
+                # makes it this workspace's.
+                marker = postgres.database_marker(comment, owner_role, role_comment)
+                owner = marker_owner(marker)
+                doubt = None if marker_owner(comment) == owner else (
+                    "its COMMENT marker is missing or names another project; its owning role's decides (a create "
+                    "cut short, a comment its owner rewrote, or a database made by hand for that role)")
                 found.append(Found("postgres", instance.name, "database", name, owner, marker_field(marker, "stack"),
                                    doubt=doubt))
         if kinds & {"role", "user"}:

@@ -307,27 +307,50 @@ def _set_memberships(conn: psycopg.Connection, row: RoleRow, expected: Iterable[
         conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), member))
 
 
-def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str, heir: str | None) -> None:
-    """Make `role` droppable: hand what it owns to `heir` and revoke its privileges, in every database.
+#: How long releasing a role waits for a lock in a database. Another project's sessions there (its
+#: owner may grant our role anything) can hold one for as long as they like, while the purge holds
+#: the instance's DDL lock, which every other stack's PostgreSQL change waits for.
+RELEASE_LOCK_TIMEOUT = "5s"
+
+
+def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str, heir: str | None,
+                  spare: str | None = None) -> None:
+    """Make `role` droppable: hand what it owns to `heir` and revoke its privileges, in every database
+    but `spare` (one about to be dropped whole).
 
     REASSIGN/DROP OWNED act on one database at a time; pg_shdepend tells which
     databases hold anything of the role. Objects go to the project's role (the
-    data stays with the project's database); only grants are dropped.
+    data stays with the project's database); only grants are dropped. A database
+    that refuses sessions or keeps a lock past RELEASE_LOCK_TIMEOUT is a Conflict.
     """
-    databases = [
-        row[0]
-        for row in conn.execute(
-            """
-            SELECT DISTINCT d.datname FROM pg_shdepend s JOIN pg_database d ON d.oid = s.dbid
-            WHERE s.refclassid = 'pg_authid'::regclass
-              AND s.refobjid = (SELECT oid FROM pg_roles WHERE rolname = %s) AND d.datname <> 'postgres'
-            """,
-            (role,),
-        )
-    ]
-    for database in databases:
+    rows = conn.execute(
+        """
+        SELECT DISTINCT d.datname, d.datallowconn, shobj_description(d.oid, 'pg_database'), r.rolname,
+                        shobj_description(r.oid, 'pg_authid')
+        FROM pg_shdepend s JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = d.datdba
+        WHERE s.refclassid = 'pg_authid'::regclass
+          AND s.refobjid = (SELECT oid FROM pg_roles WHERE rolname = %s) AND d.datname NOT IN ('postgres', %s)
+        """,
+        (role, spare or ""),
+    ).fetchall()
+    for database, allows_sessions, *marks in rows:
+        holder = database_owner(*marks)
+        where = f"database {database!r} " + (f"of project {holder!r}" if holder else "(not devstack's)")
+        hint = f"nothing was dropped; run it again once {where} lets it"
+        if not allows_sessions:
+            raise Conflict("release", f"role {role!r}", f"{where} holds grants to it and refuses every session "
+                           "(ALLOW_CONNECTIONS false)", hint + " (the next up of its workspace lets sessions in)")
         with admin_connection(instance, database) as other:
-            _reassign_and_drop_owned(other, role, heir)
+            other.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(RELEASE_LOCK_TIMEOUT)))
+            try:
+                _reassign_and_drop_owned(other, role, heir)
+            except psycopg.errors.LockNotAvailable:
+                raise Conflict("release", f"role {role!r}", f"a session in {where} held a lock on what the role "
+                               f"owns or was granted there for over {RELEASE_LOCK_TIMEOUT}", hint) from None
+            except psycopg.errors.InternalError_ as err:
+                if "concurrently updated" not in str(err):
+                    raise
+                raise Conflict("release", f"role {role!r}", f"{where} changed the role's grants meanwhile", hint) from None
     _reassign_and_drop_owned(conn, role, heir)  # also revokes grants on shared objects (databases)
 
 
@@ -459,7 +482,8 @@ class Database(KindProvider):
             if row is None:
                 return None
             owner_role, marker, role_marker, encoding, collate, connection_limit, isolated, allows_sessions = row
-            owner = database_owner(marker, owner_role, role_marker)
+            deciding = database_marker(marker, owner_role, role_marker)
+            owner = marker_owner(deciding)
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
             logs_in = True
             if owner is not None:  # never open sessions in a database we do not manage
@@ -470,10 +494,11 @@ class Database(KindProvider):
                 # The login of the database's DSN: NOLOGIN, an expired password or a limit of the role's
                 # own (0 refuses every session) break it while the password still matches.
                 logs_in = allows_sessions and row.logs_in and row.connection_limit == -1
-        # Its owner may remove the comment: still the project's by its role, but gc would take it for foreign.
-        attributes = {"user": owner_role, "isolated": isolated, "login": logs_in, "marked": marker is not None}
+        # Its owner may remove or rewrite the comment: still the project's by its role, but a scan reads it.
+        attributes = {"user": owner_role, "isolated": isolated, "login": logs_in,
+                      "marked": owner is not None and marker_owner(marker) == owner}
         return Observed(owner=owner, params=params, attributes=attributes,
-                        workspace=marker_field(role_marker if marker is None else marker, "stack"))
+                        workspace=marker_field(deciding, "stack"))
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -551,6 +576,12 @@ class Database(KindProvider):
                 raise NotFound("drop", f"database {ident}", "it does not exist")
             # Re-created by someone else since the last refresh: never drop theirs.
             self._check_database_owner(conn, ident, database, "drop")
+            # The role goes with the last database it owns. Another project may have granted it something
+            # in its own database: that goes first, so when that project keeps it from going (a lock held,
+            # sessions refused) the database and its role are left whole for the next try.
+            last = not _owns_a_database(conn, role, besides=database)
+            if last:
+                _release_role(instance, conn, role, None, spare=database)
             # Block new sessions, end only this database's sessions, then drop (a template cannot be dropped).
             conn.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false CONNECTION LIMIT 0").format(sql.Identifier(database)))
             conn.execute(
@@ -559,9 +590,7 @@ class Database(KindProvider):
             )
             force = sql.SQL(" WITH (FORCE)") if FEATURES["drop_database_force"](_major(conn)) else sql.SQL("")
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
-            # The role may own other databases of the same project; keep it then. Another project
-            # may have granted it something in its own database, which would block the drop for good.
-            if not _owns_a_database(conn, role) and role_row(conn, role) is not None:
+            if last and role_row(conn, role) is not None:
                 _release_role(instance, conn, role, None)
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
@@ -616,6 +645,7 @@ class Database(KindProvider):
             for (grantee,) in conn.execute(_LET_IN, (database,)).fetchall():  # granted outside devstack
                 conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM {}").format(db, sql.Identifier(grantee)))
             conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(db, sql.Literal(marker)))
+            _comment_role(conn, role, marker)  # the marker ownership is read from (database_marker)
 
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
@@ -630,19 +660,27 @@ _LET_IN = """
 """
 
 
-def database_owner(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:
-    """The project a database belongs to: its marker's. With no comment at all, the project whose
-    role owns it: CREATE DATABASE cannot share a transaction with its COMMENT, and a create cut
-    between the two leaves the database bare (a project role is only ever made with its marker)."""
-    if marker is not None:
-        return marker_owner(marker)
+def database_marker(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:
+    """The marker that tells whose a database is: its owning role's when that is a project's own role,
+    else the database's COMMENT. Only the admin may comment on a role, while the database's owner (the
+    tenant) may rewrite the database's comment to anything, another project or workspace included; and
+    a create cut between CREATE DATABASE and its COMMENT leaves none (a project role is only ever made
+    with its marker)."""
     owner = marker_owner(role_marker)
-    return owner if owner and marker_kind(role_marker) == PROJECT_ROLE and owner_role == tenant_role(owner) else None
+    if owner and marker_kind(role_marker) == PROJECT_ROLE and owner_role == tenant_role(owner):
+        return role_marker
+    return marker
 
 
-def _owns_a_database(conn: psycopg.Connection, role: str) -> bool:
+def database_owner(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:
+    """The project a database belongs to (see database_marker)."""
+    return marker_owner(database_marker(marker, owner_role, role_marker))
+
+
+def _owns_a_database(conn: psycopg.Connection, role: str, besides: str = "") -> bool:
     return conn.execute(
-        "SELECT 1 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE r.rolname = %s", (role,)
+        "SELECT 1 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE r.rolname = %s AND d.datname <> %s",
+        (role, besides),
     ).fetchone() is not None
 
 

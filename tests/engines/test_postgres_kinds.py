@@ -9,6 +9,7 @@ concurrent runs of two "stacks" serialized by the advisory lock.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -372,13 +373,17 @@ def test_database_drift_owner_changed_and_encoding_replaces(database, owner, adm
     assert admin_conn.execute(
         "SELECT r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE d.datname = %s", (owner,)
     ).fetchone() == (owner,)
-    # Re-labelled for another project: gone from this ledger; update and purge refuse to touch it.
-    admin_conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-        sql.Identifier(owner), sql.Literal(json.dumps({"managed-by": "devstack", "owner": "someone-else"}))))
+    # Handed to another project by the admin (its owner now that project's marked role, which only the
+    # admin can make): gone from this ledger; update and purge refuse to touch it.
+    other = f"{owner}x"
+    admin_conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(other)))
+    admin_conn.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(
+        sql.Identifier(other), sql.Literal(json.dumps({"managed-by": "devstack", "owner": other}))))
+    admin_conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(owner), sql.Identifier(other)))
     assert database.read("id", outs).id == ""
-    with pytest.raises(Conflict, match="belongs to project 'someone-else'.*nothing was changed"):
+    with pytest.raises(Conflict, match=f"belongs to project '{other}'.*nothing was changed"):
         database.update("id", outs, {**inputs, "params": {**inputs["params"], "connection_limit": 3}})
-    with pytest.raises(Conflict, match="belongs to project 'someone-else'.*nothing was dropped"):
+    with pytest.raises(Conflict, match=f"belongs to project '{other}'.*nothing was dropped"):
         database.delete("id", {**outs, "purge": True})
     assert _database_exists(admin_conn, owner)
 
@@ -444,7 +449,7 @@ def test_role_of_another_project_and_foreign_role_conflict(role, owner, admin_co
     with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):  # {owner}_b + c = {owner}_b_c too
         role.create(props("postgres", "pg", "role", "c", f"{owner}_b"))
     admin_conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(f"{owner}_foreign")))
-    with pytest.raises(Conflict, match="devstack does not manage"):
+    with pytest.raises(Conflict, match=f"'{owner}_foreign' \\(declared 'foreign'\\) already exists .* devstack does not manage"):
         role.create(props("postgres", "pg", "role", "foreign", owner))
     assert role_facts(admin_conn, f"{owner}_foreign")["marker"] is None  # untouched
 
@@ -705,6 +710,81 @@ def test_grants_from_another_projects_database_never_block_a_purge(database, use
     assert left.fetchall() == []
     with connect(mine) as tenant:  # the granting project's table stays
         assert tenant.execute("SELECT count(*) FROM bait").fetchone() == (0,)
+
+
+def _bait_for(mine: dict, grantee: str) -> None:
+    with connect(mine) as tenant:
+        tenant.execute("CREATE TABLE bait (x int)")
+        tenant.execute(sql.SQL("GRANT SELECT ON bait TO {}").format(sql.Identifier(grantee)))
+
+
+def _whole(admin_conn, outs: dict) -> bool:
+    """The database and its LOGIN role both still there."""
+    return _database_exists(admin_conn, outs["database"]) and role_facts(admin_conn, outs["user"]) is not None
+
+
+@pytest.mark.timeout(120)
+def test_a_lock_another_project_holds_fails_a_purge_whole_and_soon(database, owner, admin_conn):
+    """A tenant may hold a lock on what it granted another project's role, for as long as it likes: that
+    project's purge waits a bounded time (it holds the instance's DDL lock meanwhile), then fails as a
+    Conflict naming the database, with its own database and role left whole for the next try."""
+    other = f"{owner}b"
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    theirs = database.create(props("postgres", "pg", "database", other, other)).outs
+    _bait_for(mine, other)
+    holder = connect(mine)
+    holder.autocommit = False
+    holder.execute("LOCK TABLE bait IN ACCESS EXCLUSIVE MODE")
+    holder.execute(sql.SQL("GRANT INSERT ON bait TO {}").format(sql.Identifier(other)))
+    release = threading.Timer(40, holder.rollback)  # without a bound the purge would wait for this
+    release.start()
+    try:
+        with pytest.raises(Conflict) as refused:
+            database.delete("id", {**theirs, "purge": True})
+        assert repr(owner) in str(refused.value) and _whole(admin_conn, theirs)
+    finally:
+        release.cancel()
+        holder.rollback()
+        holder.close()
+    database.delete("id", {**theirs, "purge": True})  # the lock gone, the purge goes through
+    assert not _database_exists(admin_conn, other) and role_facts(admin_conn, other) is None
+
+
+def test_a_database_closed_to_sessions_fails_another_projects_purge_whole(database, owner, admin_conn):
+    """Its owner may close its database to every session after granting another project's role something
+    there: that grant cannot be taken back, so the other project's purge fails as a Conflict naming it
+    (not as its engine being down) before dropping anything."""
+    other = f"{owner}b"
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    theirs = database.create(props("postgres", "pg", "database", other, other)).outs
+    _bait_for(mine, other)
+    as_tenant(mine, "ALTER DATABASE {} ALLOW_CONNECTIONS false")
+    with pytest.raises(Conflict) as refused:
+        database.delete("id", {**theirs, "purge": True})
+    assert "refuses every session" in str(refused.value) and _whole(admin_conn, theirs)
+    database.update("id", database.read("id", mine).outs, props("postgres", "pg", "database", owner, owner))
+    database.delete("id", {**theirs, "purge": True})
+    assert not _database_exists(admin_conn, other) and role_facts(admin_conn, other) is None
+
+
+def test_a_database_marker_its_owner_rewrote_decides_nothing(database, owner, admin_conn):
+    """The database's owner may COMMENT on it: ownership and workspace are read from its role's marker,
+    which only the admin can write. A forged marker is drift the next up writes over; a purge still drops."""
+    from devstack.scan import scan
+
+    inputs = props("postgres", "pg", "database", owner, owner, purge=True, stack="ours@c0ffee")
+    outs = database.create(inputs).outs
+    forged = json.dumps({"managed-by": "devstack", "owner": f"{owner}b", "stack": "elsewhere@000000000000"})
+    with connect(outs, "postgres") as tenant:
+        tenant.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(owner), sql.Literal(forged)))
+    refreshed = database.read("id", outs).outs
+    assert refreshed["marked"] is False and database.diff("id", refreshed, inputs).changes
+    found = [f for f in scan(database._instances["pg"], {"database"}) if f.engine_name == owner]
+    assert [(f.owner, f.stack) for f in found] == [(owner, "ours@c0ffee")] and found[0].doubt
+    as_tenant(outs, "COMMENT ON DATABASE {} IS 'my app db'")
+    assert database.read("id", outs).outs["marked"] is False  # not gone: still the project's by its role
+    database.delete("id", refreshed)
+    assert not _database_exists(admin_conn, owner)
 
 
 def test_a_tenants_database_settings_never_steer_the_admins_sessions(database, user, owner, admin_conn):
