@@ -42,7 +42,8 @@ _ACCESS_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
 MANAGEMENT_ACTIONS = (
     "s3:CreateBucket", "s3:DeleteBucket", "s3:ForceDeleteBucket", "s3:PutBucketTagging",
     "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:PutBucketVersioning",
-    "s3:PutLifecycleConfiguration", "s3:PutBucketObjectLockConfiguration",
+    "s3:PutLifecycleConfiguration", "s3:PutBucketObjectLockConfiguration", "s3:PutEncryptionConfiguration",
+    "s3:PutBucketNotification", "s3:PutReplicationConfiguration",
 )
 #: A user may mint service accounts for itself unless denied: credentials that would outlive a rotation.
 SELF_SERVICE_ACTIONS = ("admin:CreateServiceAccount", "admin:UpdateServiceAccount")

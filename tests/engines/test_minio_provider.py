@@ -364,6 +364,11 @@ def test_tenant_isolation_a_key_reaches_only_its_own_project(owner, buckets, key
     assert denied(lambda: client.put_bucket_tagging(Bucket=mine, Tagging={"TagSet": []}))
     assert denied(lambda: client.delete_bucket(Bucket=mine))
     assert denied(lambda: client.create_bucket(Bucket=f"{owner}-sneaky"))
+    encryption = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+    assert denied(lambda: client.put_bucket_encryption(Bucket=mine, ServerSideEncryptionConfiguration=encryption))
+    assert denied(lambda: client.delete_bucket_encryption(Bucket=mine))
+    assert denied(lambda: client.put_bucket_notification_configuration(
+        Bucket=mine, NotificationConfiguration={"QueueConfigurations": []}))
 
 
 def test_rotation_changes_the_secret_in_place(owner, buckets, keys):
