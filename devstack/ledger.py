@@ -90,6 +90,9 @@ def stack_env(backend_url: str | None = None, base: Mapping[str, str] | None = N
         env.update({key: os.environ[key] for key in USER_OVERRIDES if os.environ.get(key)})
     if backend_url:
         env["PULUMI_BACKEND_URL"] = backend_url
+    if not env.get("PULUMI_BACKEND_URL"):  # the CLI would ask for a Pulumi Cloud login instead
+        raise InvalidQuery("open", "the ledger", "the environment passed names no backend (PULUMI_BACKEND_URL)",
+                           "pass backend_url, or PULUMI_BACKEND_URL in env")
     _password_out_of_url(env)
     return env
 
@@ -123,10 +126,24 @@ def pulumi_command() -> auto.PulumiCommand:
     return auto.PulumiCommand(root=str(STATE_DIR))
 
 
+#: The names the CLI reads a project's settings from, in its order.
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")
+
+
 def _project_settings(work_dir: Path) -> auto.ProjectSettings | None:
-    # The repo root has Pulumi.yaml (stackConfigDir: stacks); a scratch
-    # directory (tests, tools) gets the same project in memory.
-    if (work_dir / "Pulumi.yaml").exists():
+    """None when `work_dir` has the devstack project's settings file; the same project in memory when it
+    has none (tests, tools: the automation API writes it there as Pulumi.yaml). Another project's file
+    is refused: the automation API would overwrite it with these settings."""
+    found = next((work_dir / name for name in PROJECT_FILES if (work_dir / name).exists()), None)
+    if found is not None:
+        try:
+            name = (yaml.safe_load(found.read_text()) or {}).get("name")
+        except (yaml.YAMLError, AttributeError, OSError, UnicodeDecodeError):
+            name = None
+        if name != PROGRAM_PROJECT:
+            raise InvalidQuery("open", f"the work dir {work_dir}",
+                               f"its {found.name} is not the {PROGRAM_PROJECT} project's (name: {name!r})",
+                               "--work-dir names the devstack checkout, or a directory without a Pulumi project file")
         return None
     return auto.ProjectSettings(
         name=PROGRAM_PROJECT,
@@ -181,7 +198,10 @@ def open_stack(
             pulumi_command=pulumi_command(),
         )
         if create:
-            return auto.Stack.create_or_select(workspace, workspace_obj)
+            try:
+                return auto.Stack.create_or_select(workspace, workspace_obj)
+            except auto.errors.StackAlreadyExistsError:  # another caller created it since the select
+                pass
         return auto.Stack.select(workspace, workspace_obj)
     except auto.errors.StackNotFoundError as err:
         raise NotFound(
@@ -470,6 +490,8 @@ def list_resources(
     only with the same filters and workspace. `tracked` skips reading the
     state again (callers that already hold it).
     """
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise InvalidQuery("list", "resources", f"--limit {limit!r} is not a whole number", f"use 1 to {MAX_LIMIT}")
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidQuery("list", "resources", f"--limit {limit} is out of range", f"use 1 to {MAX_LIMIT}")
     filters = validate_filters(engine, kind, project)

@@ -84,6 +84,9 @@ def test_default_limit_is_100_and_max_is_500(synthetic):
     for bad in (0, -1, 501):
         with pytest.raises(InvalidQuery, match=f"--limit {bad} is out of range"):
             ledger.list_resources(stack, limit=bad)
+    for bad in (None, "3", 2.5, True):  # from Python: not an int at all
+        with pytest.raises(InvalidQuery, match="is not a whole number"):
+            ledger.list_resources(stack, limit=bad)
 
 
 @pytest.mark.parametrize("filters, expected", [
@@ -179,3 +182,31 @@ def test_cli_show_json_and_text(synthetic, validator):
     text = box.cli("resource", "show", "-w", "syn", "n10", "--project", "p08")
     assert text.returncode == 0 and "password: [secret]" in text.stdout and "pw-8-10" not in text.stdout
     assert "created:     2026-01-01" in text.stdout and "secret attributes redacted: password" in text.stderr
+
+
+def test_a_work_dir_holding_another_projects_settings_is_refused_untouched(synthetic, tmp_path):
+    """The automation API writes its project settings into the work dir, over a Pulumi.yml or
+    Pulumi.json already there: another project's file is refused instead, and left as it was."""
+    box, _ = synthetic
+    for name, text in (("Pulumi.yml", "name: myproj\nruntime: nodejs\n"), ("Pulumi.json", '{"name": "myproj"}')):
+        work = tmp_path / name
+        work.mkdir()
+        (work / name).write_text(text)
+        with pytest.raises(InvalidQuery, match=f"its {name} is not the devstack project's"):
+            ledger.open_stack("syn", work_dir=work, env=box.env)
+        assert sorted(p.name for p in work.iterdir()) == [name] and (work / name).read_text() == text
+
+
+def test_an_environment_without_a_backend_is_an_invalid_query(synthetic):
+    box, _ = synthetic
+    with pytest.raises(InvalidQuery, match="names no backend"):
+        ledger.open_stack("syn", work_dir=box.work, env={"PATH": "/usr/bin"})
+
+
+def test_stacks_created_from_several_threads_at_once_all_open(synthetic):
+    from concurrent.futures import ThreadPoolExecutor
+
+    box, _ = synthetic
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        stacks = list(pool.map(lambda _: box.open("raced", create=True), range(4)))
+    assert {stack.name for stack in stacks} == {"raced"}
