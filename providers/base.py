@@ -461,6 +461,11 @@ class KindProvider(ResourceProvider):
             raise self._conflict(verb, ident, observed)
         return observed
 
+    def _engine_object_name(self, ident: Identity) -> str:
+        """The name in the engine, and the declaration's when that differs (`'shop_x' (declared 'x')`)."""
+        name = self.engine_name(ident.name, ident.owner)
+        return repr(name) if name == ident.name else f"{name!r} (declared {ident.name!r})"
+
     def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
         holder = f"project {observed.owner!r}" if observed.owner else "something devstack does not manage"
         if verb == "create":
@@ -471,7 +476,8 @@ class KindProvider(ResourceProvider):
         return Conflict(
             verb,
             f"{self.kind} {ident}",
-            f"{ident.name!r} already exists in {self.engine} instance {ident.instance!r} and belongs to {holder}",
+            f"{self._engine_object_name(ident)} already exists in {self.engine} instance {ident.instance!r} and "
+            f"belongs to {holder}",
             hint,
         )
 
