@@ -44,13 +44,24 @@ def ensure_passphrase(path: Path = PASSPHRASE_FILE) -> Path:
     return path
 
 
-def pulumi_env(backend_dir: Path | None = None, passphrase_file: Path | None = None) -> dict[str, str]:
+def private_dir(path: Path) -> Path:
+    """`path` made if missing, readable by its owner alone."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def pulumi_env(backend_dir: Path | None = None, passphrase_file: Path | None = None,
+               temp_dir: Path | None = None) -> dict[str, str]:
     """Variables for the CLI and the automation API (merge into os.environ)."""
     backend_dir = backend_dir or STATE_DIR / "state"
     backend_dir.mkdir(parents=True, exist_ok=True)
     venv_bin = ROOT / ".venv" / "bin"
     return {
         "PATH": os.pathsep.join([str(BIN_DIR), str(venv_bin), os.environ.get("PATH", "")]),
+        # The CLI's verbose logs (`-v=9`) go to the temporary directory and hold every secret in
+        # plaintext, admin passwords included: a directory of the checkout only its owner reads.
+        "TMPDIR": str(private_dir(temp_dir or STATE_DIR / "tmp")),
         "PULUMI_HOME": str(STATE_DIR / "pulumi-home"),
         "PULUMI_BACKEND_URL": backend_dir.as_uri(),
         "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase_file or ensure_passphrase()),
@@ -68,7 +79,8 @@ def scratch_env(base: Path) -> dict[str, str]:
     """The same environment with its file backend, passphrase and PULUMI_HOME under `base`:
     for tests and benchmarks, which must leave the checkout's state alone."""
     base.mkdir(parents=True, exist_ok=True)
-    env = pulumi_env(backend_dir=base / "state", passphrase_file=ensure_passphrase(base / "passphrase"))
+    env = pulumi_env(backend_dir=base / "state", passphrase_file=ensure_passphrase(base / "passphrase"),
+                     temp_dir=base / "tmp")
     env["PULUMI_HOME"] = str(base / "pulumi-home")
     return env
 

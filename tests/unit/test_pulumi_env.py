@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tools.pulumi_env import ROOT
 
@@ -28,3 +29,15 @@ def child_ignores_sigint(mode: str) -> str:
 def test_an_inherited_ignored_sigint_is_not_passed_on_to_plugins():
     assert child_ignores_sigint("as-is") == "True"  # what a background job hands down without the fix
     assert child_ignores_sigint("fix") == "False"
+
+
+def test_the_clis_verbose_log_lands_in_a_directory_only_its_owner_reads(tmp_path):
+    """`pulumi -v=9` writes every secret it handles, admin passwords included, into a log file in the
+    temporary directory: in this environment that is a private directory, not the shared /tmp."""
+    from tools.pulumi_env import BIN_DIR, scratch_env
+
+    env = scratch_env(tmp_path)
+    subprocess.run([str(BIN_DIR / "pulumi"), "version", "-v=9"], env=env, capture_output=True, check=True, timeout=60)
+    temp = Path(env["TMPDIR"])
+    assert temp.is_relative_to(tmp_path) and temp.stat().st_mode & 0o777 == 0o700
+    assert [log.name for log in temp.iterdir() if log.name.startswith("pulumi.")]
