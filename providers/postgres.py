@@ -41,6 +41,8 @@ _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 _EXTENSION = re.compile(r"[a-z0-9_][a-z0-9_-]*")
 # Any constant shared by all devstack processes; it only has to be stable.
 DDL_LOCK_KEY = 0x6465767374616B  # "devstak"
+#: How long one wait for the DDL lock lasts before ddl_lock looks at who holds it.
+DDL_LOCK_ROUND = "1s"
 #: The namespace roles, users and databases' login roles share (KindProvider.namespace).
 ROLE_NAMESPACE = "role"
 #: The marker kind of a project's own login role (written by `database`, no "kind" key).
@@ -161,11 +163,43 @@ def ddl_lock(conn: psycopg.Connection, shared: bool = False) -> Iterator[None]:
     commented reads as "foreign" and would be a false conflict).
     """
     suffix = "_shared" if shared else ""
-    conn.execute(sql.SQL("SELECT pg_advisory_lock{}(%s)").format(sql.SQL(suffix)), (DDL_LOCK_KEY,))
+    take = sql.SQL("SELECT pg_advisory_lock{}(%s)").format(sql.SQL(suffix))
+    # Any role that may connect to this database can take an advisory lock, a tenant's too: wait in
+    # rounds and, between them, look at who holds it, so such a holder is named instead of waited on.
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DDL_LOCK_ROUND)))
+    try:
+        while True:
+            try:
+                conn.execute(take, (DDL_LOCK_KEY,))
+                break
+            except psycopg.errors.LockNotAvailable:
+                _refuse_foreign_ddl_lock_holders(conn)
+    finally:
+        conn.execute("SET lock_timeout = 0")
     try:
         yield
     finally:
         conn.execute(sql.SQL("SELECT pg_advisory_unlock{}(%s)").format(sql.SQL(suffix)), (DDL_LOCK_KEY,))
+
+
+def _refuse_foreign_ddl_lock_holders(conn: psycopg.Connection) -> None:
+    """Conflict when a role that can do no devstack DDL (a tenant's, say) holds the DDL lock."""
+    holders = conn.execute(
+        """
+        SELECT DISTINCT r.rolname, l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        JOIN pg_roles r ON r.oid = a.usesysid
+        WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND l.classid = %s AND l.objid = %s AND NOT (r.rolsuper OR (r.rolcreaterole AND r.rolcreatedb))
+        ORDER BY 1, 2
+        """,
+        (DDL_LOCK_KEY >> 32, DDL_LOCK_KEY & 0xFFFFFFFF),
+    ).fetchall()
+    if holders:
+        sessions = ", ".join(f"role {name!r} (pid {pid})" for name, pid in holders)
+        raise Conflict("take", f"the DDL lock of postgres at {conn.info.host}:{conn.info.port}",
+                       f"held by {sessions}, which no devstack admin is: every devstack change on the server waits for it",
+                       "nothing was changed; end that session as an admin (SELECT pg_terminate_backend(pid)) and run "
+                       "it again")
 
 
 def _major(conn: psycopg.Connection) -> int:

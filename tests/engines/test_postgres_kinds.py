@@ -18,7 +18,7 @@ import pytest
 from psycopg import sql
 
 from providers.errors import Conflict, InvalidSpec, Unsupported
-from providers.postgres import Database, Role, User, _database_exists
+from providers.postgres import DDL_LOCK_KEY, Database, Role, User, _database_exists
 from tests.engines.conftest import props
 
 PG = {"host": "127.0.0.1", "port": 25432}
@@ -901,3 +901,21 @@ def test_a_wrong_admin_secret_says_to_check_it_not_to_start_the_engine(admin, lo
     with pytest.raises(EngineUnavailable, match="password authentication failed") as refused:
         database.create(database.check({}, props("postgres", "pg", "database", owner, owner)).inputs)
     assert f"check devstack:{local_workspace['shared']['pg']['adminSecret']} in the stack config" in str(refused.value)
+
+
+@pytest.mark.timeout(120)
+def test_a_tenant_holding_the_ddl_lock_is_named_not_waited_on(database, owner, admin_conn):
+    """Any role that may connect to the `postgres` database can take an advisory lock, devstack's DDL
+    lock too: every change on the server would wait for it. It is a Conflict naming the session."""
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    with connect(mine, "postgres") as tenant:
+        tenant.execute("SELECT pg_advisory_lock(%s)", (DDL_LOCK_KEY,))
+        release = threading.Timer(40, lambda: tenant.execute("SELECT pg_advisory_unlock_all()"))
+        release.start()  # without the check the create would wait for this
+        try:
+            with pytest.raises(Conflict, match=f"held by role '{owner}' \\(pid {tenant.info.backend_pid}\\)"):
+                database.create(props("postgres", "pg", "database", f"{owner}b", f"{owner}b"))
+            assert not _database_exists(admin_conn, f"{owner}b")
+        finally:
+            release.cancel()
+    assert database.create(props("postgres", "pg", "database", f"{owner}b", f"{owner}b")).outs["database"] == f"{owner}b"
