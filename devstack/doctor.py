@@ -456,19 +456,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     work_dir = args.work_dir or ROOT
     try:
-        config, root, unreadable = _read_config(args.workspace, args.backend_url, work_dir)
+        config, root, unreadable, backend_url = _read_config(args.workspace, args.backend_url, work_dir)
     except DevstackError as err:
         print(err, file=sys.stderr)
         return err.exit_code
-    plaintext = frozenset(_plain_config(root, args.workspace)[0])
-    report = diagnose(config, root, args.workspace, unreadable=unreadable, plaintext=plaintext)
+    plain, secure = _plain_config(root, args.workspace)
+    report = diagnose(config, root, args.workspace, unreadable=unreadable, plaintext=frozenset(plain))
+    report.problems += plaintext_in_history(backend_url, root, args.workspace, secure)
     print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     return 0 if report.ok else 1
 
 
-def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tuple[dict[str, Any], Path, frozenset[str]]:
-    """The stack's config with secrets (through the CLI); without a working CLI, the file's plain part
-    and the names of the secret keys it could not decrypt."""
+def _read_config(workspace: str, backend_url: str | None,
+                 work_dir: Path) -> tuple[dict[str, Any], Path, frozenset[str], str | None]:
+    """The stack's config with secrets (through the CLI), its directory and its backend's URL; without a
+    working CLI, the file's plain part, the names of the secret keys it could not decrypt and no URL."""
     from devstack.ledger import open_stack, stack_config
 
     try:
@@ -477,8 +479,34 @@ def _read_config(workspace: str, backend_url: str | None, work_dir: Path) -> tup
         raise
     except Exception:  # the CLI itself is broken: the toolchain check says how to fix it
         plain, unreadable = _plain_config(work_dir, workspace)
-        return plain, work_dir, unreadable
-    return stack_config(stack), Path(stack.workspace.work_dir), frozenset()
+        return plain, work_dir, unreadable, None
+    return stack_config(stack), Path(stack.workspace.work_dir), frozenset(), stack.workspace.env_vars.get("PULUMI_BACKEND_URL")
+
+
+def plaintext_in_history(backend_url: str | None, work_dir: Path, workspace: str, secure: frozenset[str]) -> list[str]:
+    """Problems for secret config keys an update of a file backend's stack recorded in plaintext in its history.
+
+    A plain `pulumi refresh` (or any command that does not run the program) goes through while an admin
+    password is set without --secret, and the history entry it writes keeps the value for good, after the
+    key has been set again as a secret.
+    """
+    from devstack.ledger import PROGRAM_PROJECT, file_backend_root
+
+    root = file_backend_root(backend_url or "", work_dir)
+    history = root / ".pulumi" / "history" / PROGRAM_PROJECT / short_stack_name(workspace) if root else None
+    problems = []
+    for entry in sorted(history.glob("*.history.json")) if history and history.is_dir() else []:
+        try:
+            recorded = json.loads(entry.read_text()).get("config") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        leaked = sorted(key for key, value in recorded.items()
+                        if key in secure and not (isinstance(value, dict) and "secure" in value))
+        if leaked:
+            problems.append(f"{entry}: the stack's history records {', '.join(leaked)} in plaintext (an update ran "
+                            f"while it was set without --secret): delete that file (`pulumi stack history` then "
+                            f"lacks that entry) and take the password as seen")
+    return problems
 
 
 def _plain_config(work_dir: Path, workspace: str) -> tuple[dict[str, Any], frozenset[str]]:

@@ -155,7 +155,15 @@ def test_an_admin_password_in_plaintext_fails_the_preview_and_the_report(scratch
     assert "shared.pg.adminSecret: config key devstack:pgAdmin holds the postgres admin password in plaintext" in str(failed.value)
     code, out, _ = scratch.verb("doctor", yes=False)
     assert code == 1 and "devstack:pgAdmin holds the postgres admin password in plaintext" in out
+    # A refresh runs no program, so nothing stops it: its history entry records the value as it was.
+    scratch.stack.refresh()
     scratch.stack.set_config("devstack:pgAdmin", auto.ConfigValue(password, secret=True))
+    code, out, err = scratch.verb("doctor", yes=False)
+    assert code == 1 and "history records devstack:pgAdmin in plaintext" in out
+    recorded = [line.split(": the stack's history")[0].split("error: ")[-1] for line in out.splitlines()
+                if "history records" in line]
+    assert len(recorded) == 1 and password in Path(recorded[0]).read_text()
+    Path(recorded[0]).unlink()  # the fix the report gives
     code, out, err = scratch.verb("doctor", yes=False)
     assert code == 0, out + err
 
@@ -180,7 +188,7 @@ def test_without_a_working_cli_the_plain_config_is_read(tmp_path, admin, broken_
     (tmp_path / "Pulumi.doc.yaml").write_text(json.dumps({"config": {
         "devstack:workspace": {"name": "doc", "shared": shared, "projects": ["doc/devstack.yaml"]},
         "devstack:pgAdmin": {"secure": "v1:ciphertext"}}}))
-    config, root, unreadable = doctor._read_config("doc", None, tmp_path)
+    config, root, unreadable, _url = doctor._read_config("doc", None, tmp_path)
     assert root == tmp_path and "devstack:pgAdmin" not in config and unreadable == {"devstack:pgAdmin"}
     report = doctor.diagnose(config, root, "doc", unreadable=unreadable)
     assert report.problems == []  # the password is set, only unreadable here: no declaration problem
@@ -195,7 +203,7 @@ def test_without_a_working_cli_the_config_is_read_from_the_programs_stack_config
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "Pulumi.doc.yaml").write_text(json.dumps({"config": {
         "devstack:workspace": {"name": "doc"}, "devstack:pgAdmin": {"secure": "v1:ciphertext"}}}))
-    config, _root, unreadable = doctor._read_config("doc", None, tmp_path)
+    config, _root, unreadable, _url = doctor._read_config("doc", None, tmp_path)
     assert (config, unreadable) == ({"devstack:workspace": {"name": "doc"}}, {"devstack:pgAdmin"})
 
 
