@@ -620,14 +620,16 @@ def configured_provider(config: Mapping[str, Any], engine: str, kind: str):
 def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, Any]) -> bool:
     """Drop one resource's data through its provider: one engine call. False when it was already gone.
 
-    Raises IdentityConflict when the engine gives it to someone else (nothing
-    dropped), EngineError when the engine fails.
+    Raises IdentityConflict when the engine gives it to someone else, another
+    workspace included (nothing dropped), EngineError when the engine fails.
     """
     from providers import errors as perr
 
     provider = configured_provider(config, ident.engine, ident.kind)
     try:
-        provider.drop(provider._instance(ident, "drop"), ident, {**props, **ident.as_props(), "purge": True})
+        instance = provider._instance(ident, "drop")
+        provider.refuse_another_workspaces(instance, ident, props)
+        provider.drop(instance, ident, {**props, **ident.as_props(), "purge": True})
     except perr.NotFound:
         return False
     except perr.Conflict as err:

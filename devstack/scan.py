@@ -104,13 +104,12 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                 # its COMMENT says (its owner may rewrite that). Without a COMMENT of the same project, though,
                 # it is not provably ours: one made by hand for that role looks the same, so only the ledger
                 # makes it this workspace's.
-                marker = postgres.database_marker(comment, owner_role, role_comment)
-                owner = marker_owner(marker)
+                owner = postgres.database_owner(comment, owner_role, role_comment)
                 doubt = None if marker_owner(comment) == owner else (
                     "its COMMENT marker is missing or names another project; its owning role's decides (a create "
                     "cut short, a comment its owner rewrote, or a database made by hand for that role)")
-                found.append(Found("postgres", instance.name, "database", name, owner, marker_field(marker, "stack"),
-                                   doubt=doubt))
+                found.append(Found("postgres", instance.name, "database", name, owner,
+                                   postgres.database_workspace(comment, owner, role_comment), doubt=doubt))
         if kinds & {"role", "user"}:
             rows = conn.execute(
                 "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') FROM pg_roles "

@@ -426,11 +426,7 @@ class KindProvider(ResourceProvider):
             holder = _held_this_run.get(self.engine_object(instance.host, instance.port, ident.name, ident.owner), ident)
         if holder != ident and holder.owner == ident.owner:
             return  # another declaration of the project holds it now
-        observed = self.observe(instance, ident)
-        if observed is not None and observed.owner == ident.owner and marked_elsewhere(observed.workspace, props.get("stack")):
-            # The project moved: another workspace's up adopted it and re-marked it, and its data is
-            # that workspace's now. This ledger lets go of it; the other one's purge may drop it.
-            return
+        self.refuse_another_workspaces(instance, ident, props)
         try:
             self.drop(instance, ident, props)
         except NotFound:
@@ -450,6 +446,21 @@ class KindProvider(ResourceProvider):
                          f"`devstack resource rm {ident}` (the data stays)")
             raise InvalidSpec(verb, f"{self.kind} {ident}", f"the workspace has no shared instance {ident.instance!r}",
                               hint) from None
+
+    def refuse_another_workspaces(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> None:
+        """Conflict, before a purge drops anything, when the resource's own marker names another workspace
+        than the ledger's (`props["stack"]`): that workspace's up adopted it (its project moved there, say),
+        and its data is that workspace's now."""
+        observed = self.observe(instance, ident)
+        if observed is None or observed.owner != ident.owner or not marked_elsewhere(observed.workspace, props.get("stack")):
+            return
+        raise Conflict(
+            "drop", f"{self.kind} {ident}",
+            f"its marker names workspace {observed.workspace!r}, not this one ({props.get('stack')!r}): that "
+            f"workspace's up adopted it, and its data is that workspace's now",
+            "nothing was dropped; to let this workspace forget it, take it out of this workspace's ledger alone "
+            "(`pulumi state delete`, as the README's moving a project says)",
+        )
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
         """What the engine has under this identity, if it exists and carries this project's marker."""

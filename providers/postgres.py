@@ -516,8 +516,7 @@ class Database(KindProvider):
             if row is None:
                 return None
             owner_role, marker, role_marker, encoding, collate, connection_limit, isolated, allows_sessions = row
-            deciding = database_marker(marker, owner_role, role_marker)
-            owner = marker_owner(deciding)
+            owner = database_owner(marker, owner_role, role_marker)
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
             logs_in = True
             if owner is not None:  # never open sessions in a database we do not manage
@@ -531,8 +530,7 @@ class Database(KindProvider):
         # Its owner may remove or rewrite the comment: still the project's by its role, but a scan reads it.
         attributes = {"user": owner_role, "isolated": isolated, "login": logs_in,
                       "marked": owner is not None and marker_owner(marker) == owner}
-        return Observed(owner=owner, params=params, attributes=attributes,
-                        workspace=marker_field(deciding, "stack"))
+        return Observed(owner=owner, params=params, attributes=attributes, workspace=database_workspace(marker, owner, role_marker))
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -679,7 +677,6 @@ class Database(KindProvider):
             for (grantee,) in conn.execute(_LET_IN, (database,)).fetchall():  # granted outside devstack
                 conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM {}").format(db, sql.Identifier(grantee)))
             conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(db, sql.Literal(marker)))
-            _comment_role(conn, role, marker)  # the marker ownership is read from (database_marker)
 
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
@@ -694,21 +691,26 @@ _LET_IN = """
 """
 
 
-def database_marker(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:
-    """The marker that tells whose a database is: its owning role's when that is a project's own role,
-    else the database's COMMENT. Only the admin may comment on a role, while the database's owner (the
-    tenant) may rewrite the database's comment to anything, another project or workspace included; and
-    a create cut between CREATE DATABASE and its COMMENT leaves none (a project role is only ever made
-    with its marker)."""
+def database_owner(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:
+    """The project a database belongs to: its owning role's when that is a project's own role, else the
+    one its COMMENT names. Only the admin may comment on a role, while the database's owner (the tenant)
+    may rewrite the database's comment to anything, another project included; and a create cut between
+    CREATE DATABASE and its COMMENT leaves none (a project role is only ever made with its marker)."""
     owner = marker_owner(role_marker)
     if owner and marker_kind(role_marker) == PROJECT_ROLE and owner_role == tenant_role(owner):
-        return role_marker
-    return marker
+        return owner
+    return marker_owner(marker)
 
 
-def database_owner(marker: str | None, owner_role: str, role_marker: str | None) -> str | None:
-    """The project a database belongs to (see database_marker)."""
-    return marker_owner(database_marker(marker, owner_role, role_marker))
+def database_workspace(marker: str | None, owner: str | None, role_marker: str | None) -> str | None:
+    """The workspace a database's own COMMENT records, when it names the database's owner. Its role's only
+    when it has no comment at all (a create cut short, by the create that made the role): one role serves
+    all the project's databases, in whichever workspaces declare them."""
+    if owner is None:
+        return None
+    if marker is None:
+        return marker_field(role_marker, "stack") if marker_owner(role_marker) == owner else None
+    return marker_field(marker, "stack") if marker_owner(marker) == owner else None
 
 
 def _owns_a_database(conn: psycopg.Connection, role: str, besides: str = "") -> bool:

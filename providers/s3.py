@@ -677,9 +677,8 @@ class Lifecycle(GuardedKind):
         # Anything written beside what those params say (a tag filter, non-current versions expired...)
         # changes what the rule deletes.
         in_sync = found == _rule(rule, **params)
-        # A rule keeps no marker of its own: its bucket's is the rule's.
-        return Observed(owner=ident.owner, workspace=tags_workspace(bucket_tags(s3, bucket)), params=params,
-                        attributes={"bucket": bucket, "rule": rule, "ruleInSync": in_sync})
+        # No marker of its own, so no workspace: its bucket's is the other rules' too, in any workspace.
+        return Observed(owner=ident.owner, params=params, attributes={"bucket": bucket, "rule": rule, "ruleInSync": in_sync})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["ruleInSync"] if olds.get("ruleInSync") is False else []

@@ -1,17 +1,23 @@
-"""A project moved to another workspace: the old workspace's purge lets go of what the new one adopted.
+"""A project moved to another workspace: the old workspace's purge refuses what the new one adopted.
 
 Workspace B lists a project workspace A still tracks; B's up adopts every
 resource and re-marks it for B. A then stops declaring the project with
-`purge: true` (or destroys with `--purge-data`): A's ledger forgets each
-resource and the data stays with B. B's own purge still drops it.
+`purge: true` (or destroys with `--purge-data`): each purge is a Conflict
+naming B, and the data stays with B. B's own purge still drops it. A
+lifecycle rule has no marker of its own and is the exception.
 """
 
 from __future__ import annotations
 
+import pytest
+
 from devstack import ledger
+from devstack.errors import IdentityConflict
 from devstack.scan import scan
 from providers import registry
 from providers.base import marker_workspace
+from providers.errors import Conflict
+from providers.identity import Identity
 from providers.instances import instances_from_config
 from tests.devstack.conftest import token
 from tests.devstack.test_gc import drop_quietly, engine_name, orphan_plan, workspace_config
@@ -27,7 +33,7 @@ def marks_of(config, owner: str) -> dict[tuple[str, str, str], str | None]:
     return found
 
 
-def test_a_purge_leaves_every_kind_another_workspace_adopted(admin, local_shared):
+def test_a_purge_refuses_every_kind_another_workspace_adopted(admin, local_shared):
     p = f"mv{token()}"
     config = workspace_config(local_shared, admin, "moved", [])
     old, new = marker_workspace("old", "the old workspace's salt"), marker_workspace("new", "the new one's salt")
@@ -44,8 +50,13 @@ def test_a_purge_leaves_every_kind_another_workspace_adopted(admin, local_shared
                                              "purge": True, "stack": marker}).outs)
         assert marks_of(config, p) == dict.fromkeys(expected, new)  # the new workspace's up re-marked each one
 
-        for (engine, _i, kind, _n, _p), outs in reversed(list(zip(plan, old_outs))):
-            ledger.configured_provider(config, engine, kind).delete("id", outs)  # the old workspace's purge
+        for (engine, instance, kind, name, _p), outs in reversed(list(zip(plan, old_outs))):
+            if kind == "lifecycle":
+                continue  # no marker of its own: the old workspace's purge would drop it
+            with pytest.raises(Conflict, match=f"its marker names workspace '{new}'"):
+                ledger.configured_provider(config, engine, kind).delete("id", outs)  # the old workspace's purge
+            with pytest.raises(IdentityConflict, match=f"workspace '{new}'"):  # its rm/destroy --purge-data
+                ledger.drop_data(config, Identity(engine, instance, kind, name, p), outs)
         assert marks_of(config, p) == dict.fromkeys(expected, new)  # nothing dropped, still the new one's
 
         for (engine, _i, kind, _n, _p), outs in reversed(list(zip(plan, new_outs))):
@@ -54,3 +65,30 @@ def test_a_purge_leaves_every_kind_another_workspace_adopted(admin, local_shared
     finally:
         for engine, instance, kind, name, owner in reversed(made):
             drop_quietly(config, engine, instance, kind, name, owner)
+
+
+def test_sibling_databases_of_one_project_keep_their_own_workspaces(admin, local_shared):
+    """One login role serves all of a project's databases, whichever workspaces declare them: a database's
+    workspace is its own marker's, so neither a purge nor gc takes one for another's."""
+    p = f"sb{token()}"
+    config = workspace_config(local_shared, admin, "siblings", [])
+    provider = ledger.configured_provider(config, "postgres", "database")
+    first, second = marker_workspace("first", "its salt"), marker_workspace("second", "its salt")
+
+    def create(name: str, marker: str) -> dict:
+        return provider.create({"engine": "postgres", "instance": "pg", "kind": "database", "name": name, "owner": p,
+                                "params": {}, "credentials": "predictable", "purge": True, "stack": marker}).outs
+
+    made = [p]
+    try:
+        mine = create(p, first)
+        made.append(f"{p}-legacy")
+        create(f"{p}-legacy", second)  # the other workspace's database, made last
+        legacy = engine_name("postgres", "database", f"{p}-legacy", p)
+        assert marks_of(config, p) == {("postgres", "database", mine["database"]): first,
+                                       ("postgres", "database", legacy): second}
+        provider.delete("id", mine)  # the first workspace's purge of its own database
+        assert marks_of(config, p) == {("postgres", "database", legacy): second}
+    finally:
+        for name in reversed(made):
+            drop_quietly(config, "postgres", "pg", "database", name, p)

@@ -767,23 +767,39 @@ def test_a_database_closed_to_sessions_fails_another_projects_purge_whole(databa
     assert not _database_exists(admin_conn, other) and role_facts(admin_conn, other) is None
 
 
-def test_a_database_marker_its_owner_rewrote_decides_nothing(database, owner, admin_conn):
-    """The database's owner may COMMENT on it: ownership and workspace are read from its role's marker,
-    which only the admin can write. A forged marker is drift the next up writes over; a purge still drops."""
+def test_a_database_marker_its_owner_rewrote_is_drift_and_decides_no_owner(database, owner, admin_conn):
+    """The database's owner may COMMENT on it: the owner is read from its role's marker, which only the
+    admin can write. A comment naming another project, or any text, is drift the next up writes over."""
     from devstack.scan import scan
 
     inputs = props("postgres", "pg", "database", owner, owner, purge=True, stack="ours@c0ffee")
     outs = database.create(inputs).outs
-    forged = json.dumps({"managed-by": "devstack", "owner": f"{owner}b", "stack": "elsewhere@000000000000"})
+    for forged in (json.dumps({"managed-by": "devstack", "owner": f"{owner}b", "stack": "ours@c0ffee"}), "my app db"):
+        with connect(outs, "postgres") as tenant:
+            tenant.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(owner), sql.Literal(forged)))
+        refreshed = database.read("id", outs).outs  # not gone: still the project's by its role
+        assert refreshed["marked"] is False and database.diff("id", refreshed, inputs).changes
+        found = [f for f in scan(database._instances["pg"], {"database"}) if f.engine_name == owner]
+        assert [(f.owner, f.stack) for f in found] == [(owner, None)] and found[0].doubt
+    database.update("id", refreshed, inputs)
+    assert database.read("id", outs).outs["marked"] is True
+    database.delete("id", refreshed)
+    assert not _database_exists(admin_conn, owner)
+
+
+def test_a_database_its_owner_marked_for_another_workspace_refuses_the_purge(database, owner, admin_conn):
+    """Its owner may also name another workspace in the comment, as that workspace's adoption would: the
+    purge is then a Conflict naming it (never a silent keep), and the next up writes the comment over."""
+    inputs = props("postgres", "pg", "database", owner, owner, purge=True, stack="ours@c0ffee")
+    outs = database.create(inputs).outs
+    forged = json.dumps({"managed-by": "devstack", "owner": owner, "stack": "elsewhere@000000000000"})
     with connect(outs, "postgres") as tenant:
         tenant.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(owner), sql.Literal(forged)))
-    refreshed = database.read("id", outs).outs
-    assert refreshed["marked"] is False and database.diff("id", refreshed, inputs).changes
-    found = [f for f in scan(database._instances["pg"], {"database"}) if f.engine_name == owner]
-    assert [(f.owner, f.stack) for f in found] == [(owner, "ours@c0ffee")] and found[0].doubt
-    as_tenant(outs, "COMMENT ON DATABASE {} IS 'my app db'")
-    assert database.read("id", outs).outs["marked"] is False  # not gone: still the project's by its role
-    database.delete("id", refreshed)
+    with pytest.raises(Conflict, match="its marker names workspace 'elsewhere@000000000000'.*nothing was dropped"):
+        database.delete("id", outs)
+    assert _database_exists(admin_conn, owner)
+    database.update("id", outs, inputs)
+    database.delete("id", outs)
     assert not _database_exists(admin_conn, owner)
 
 

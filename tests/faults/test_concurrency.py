@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -113,7 +114,10 @@ def test_second_up_on_the_same_stack_fails_on_the_lock(project_dir, offline_env,
 def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_purges(
         tmp_path, pulumi_command, admin, shared, prefix):
     """Workspace b lists a project workspace a holds with `purge: true`; b's up adopts every resource.
-    a then stops listing it: a's ledger forgets the resources and b keeps them, data and all."""
+    a then stops listing it: a's up refuses each purge naming b, drops nothing, and once a's ledger lets
+    go of the project as the README's move procedure says, a's up goes through. b keeps the data."""
+    from devstack.ledger import run_cli
+
     project = f"{prefix}-moved"
     (old, _w, files), (new, _nw, _nf) = (workspace(tmp_path / side, pulumi_command, shared, admin, project)
                                          for side in ("old", "new"))
@@ -124,7 +128,15 @@ def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_pu
         assert sum(everything.values()) == len(MIX) + 2  # a database is two objects, an acl user too
 
         configure(old, [], shared, admin)  # the old workspace no longer lists it; its entries purge
-        assert changes(old.up()) == {"delete": 1 + len(MIX)}
+        with pytest.raises(auto.errors.CommandError) as refused:
+            old.up()
+        refusals = set(re.findall(r"cannot drop (\S+ \S+): its marker names workspace", str(refused.value)))
+        assert len(refusals) == len(MIX)
+        assert sweep(project, shared, admin, dry_run=True) == everything
+        urn = next(r["urn"] for r in checkpoint(old.workspace.env_vars, "faults")["resources"]
+                   if r["type"] == "devstack:index:Project")
+        run_cli(old, "state", "delete", "--target-dependents", urn, "--yes")  # the README's move procedure
+        assert changes(old.up()) == {}
         assert tenants(checkpoint(old.workspace.env_vars, "faults")) == {}
         assert sweep(project, shared, admin, dry_run=True) == everything
         assert changes(new.refresh()) == {}  # nothing gone or changed under the new workspace
@@ -133,4 +145,7 @@ def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_pu
         assert sum(sweep(project, shared, admin, dry_run=True).values()) == 0
     finally:
         for stack in (old, new):
-            stack.destroy()
+            try:
+                stack.destroy()
+            except auto.errors.CommandError:  # refused by what the other still holds: the sweep removes it
+                pass
