@@ -94,12 +94,23 @@ def namespaced_role(name: str, owner: str) -> str:
 #: anything a user may set, for every session there, the admin's included (a client's own settings
 #: win): a search_path putting its functions and operators ahead of PostgreSQL's would run them as
 #: superuser; a `role` would run the admin's statements as another project's role; read-only
-#: transactions or tiny timeouts would make another project's purge fail in its database.
-ADMIN_SESSION = " ".join(f"-c {setting}" for setting in (
+#: transactions or tiny timeouts would make another project's purge fail in its database, and a library
+#: to preload that does not exist would shut every session out of it.
+ADMIN_SETTINGS = (
     "search_path=pg_catalog,pg_temp", "role=none", "default_transaction_read_only=off",
     r"default_transaction_isolation=read\ committed", "statement_timeout=0", "lock_timeout=0",
-    "idle_in_transaction_session_timeout=0",
-))
+    "idle_in_transaction_session_timeout=0", "local_preload_libraries=",
+)
+#: Pinned too from the server version that has them (an unknown one refuses the session).
+ADMIN_SETTINGS_SINCE = {14: ("idle_session_timeout=0",)}
+#: Server major versions by address, learnt from the first admin session (always in `postgres`).
+_majors: dict[str, int] = {}
+
+
+def admin_options(address: str) -> str:
+    major = _majors.get(address, 0)
+    settings = ADMIN_SETTINGS + tuple(s for since, extra in ADMIN_SETTINGS_SINCE.items() if major >= since for s in extra)
+    return " ".join(f"-c {setting}" for setting in settings)
 
 
 @contextmanager
@@ -114,17 +125,21 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             dbname=dbname,
             autocommit=True,
             connect_timeout=5,
-            options=ADMIN_SESSION,
+            options=admin_options(instance.address),
         )
     except psycopg.OperationalError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        what = f"postgres instance {instance.name!r} at {instance.address}"
+        if "too many clients" in str(err) or "connection slots are reserved" in str(err):
+            raise EngineUnavailable("connect to", what, first, "the server is out of connection slots: see who holds "
+                                    "them in pg_stat_activity, then run it again") from err
         refused = "password authentication failed" in str(err)  # it runs: the admin secret is wrong
         raise EngineUnavailable(
-            "connect to",
-            f"postgres instance {instance.name!r} at {instance.address}",
-            str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__,
+            "connect to", what, first,
             f"check devstack:{instance.admin_secret} in the stack config" if refused
             else instance.start_hint(),
         ) from err
+    _majors.setdefault(instance.address, conn.info.server_version // 10000)
     with conn:
         try:
             yield conn
@@ -370,22 +385,50 @@ def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str,
     for database, allows_sessions, *marks in rows:
         holder = database_owner(*marks)
         where = f"database {database!r} " + (f"of project {holder!r}" if holder else "(not devstack's)")
-        hint = f"nothing was dropped; run it again once {where} lets it"
         if not allows_sessions:
             raise Conflict("release", f"role {role!r}", f"{where} holds grants to it and refuses every session "
-                           "(ALLOW_CONNECTIONS false)", hint + " (the next up of its workspace lets sessions in)")
-        with admin_connection(instance, database) as other:
-            other.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(RELEASE_LOCK_TIMEOUT)))
+                           "(ALLOW_CONNECTIONS false)", f"run it again once {where} lets sessions in (the next "
+                           "up of its workspace does)")
+        with admin_connection(instance, database) as other, _bounded(other, role, where):
+            _reassign_and_drop_owned(other, role, heir)
+    with _bounded(conn, role, "another project"):
+        _reassign_and_drop_owned(conn, role, heir)  # also revokes grants on shared objects (databases)
+
+
+def _drop_role(instance: SharedInstance, conn: psycopg.Connection, role: str, heir: str | None) -> None:
+    """Release `role` (see _release_role), then drop it. A grant another project made meanwhile (one not
+    yet committed is invisible to the release, and holds the role) is released once more."""
+    for attempt in (1, 2):
+        _release_role(instance, conn, role, heir)
+        with _bounded(conn, role, "another project"):
             try:
-                _reassign_and_drop_owned(other, role, heir)
-            except psycopg.errors.LockNotAvailable:
-                raise Conflict("release", f"role {role!r}", f"a session in {where} held a lock on what the role "
-                               f"owns or was granted there for over {RELEASE_LOCK_TIMEOUT}", hint) from None
-            except psycopg.errors.InternalError_ as err:
-                if "concurrently updated" not in str(err):
-                    raise
-                raise Conflict("release", f"role {role!r}", f"{where} changed the role's grants meanwhile", hint) from None
-    _reassign_and_drop_owned(conn, role, heir)  # also revokes grants on shared objects (databases)
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                return
+            except psycopg.errors.DependentObjectsStillExist:
+                if attempt == 2:
+                    raise Conflict("release", f"role {role!r}", "another project granted it something again meanwhile",
+                                   "run it again") from None
+
+
+@contextmanager
+def _bounded(conn: psycopg.Connection, role: str, where: str) -> Iterator[None]:
+    """Statements on `conn` that wait at most RELEASE_LOCK_TIMEOUT for a lock. Another project may hold one
+    on `role`, or on what it owns or was granted in `where`, as long as it likes (a transaction left open),
+    while the purge holds the DDL lock: that, and its catalog change racing ours, is a Conflict."""
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(RELEASE_LOCK_TIMEOUT)))
+    hint = f"run it again once {where} lets it"
+    try:
+        yield
+    except psycopg.errors.LockNotAvailable:
+        raise Conflict("release", f"role {role!r}", f"a session of {where} held a lock on it, or on what it owns or "
+                       f"was granted there, for over {RELEASE_LOCK_TIMEOUT}", hint) from None
+    except psycopg.errors.InternalError_ as err:
+        if "concurrently updated" not in str(err):
+            raise
+        raise Conflict("release", f"role {role!r}", f"{where} changed the role's grants meanwhile", hint) from None
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("SET lock_timeout = 0")
 
 
 def _reassign_and_drop_owned(conn: psycopg.Connection, role: str, heir: str | None) -> None:
@@ -603,8 +646,7 @@ class Database(KindProvider):
             if not _database_exists(conn, database):
                 # A drop cut short after DROP DATABASE: its LOGIN role (with a password) must go too.
                 if _project_role_is_ours(conn, ident) and not _owns_a_database(conn, role):
-                    _release_role(instance, conn, role, None)
-                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                    _drop_role(instance, conn, role, None)
                 raise NotFound("drop", f"database {ident}", "it does not exist")
             # Re-created by someone else since the last refresh: never drop theirs.
             self._check_database_owner(conn, ident, database, "drop")
@@ -613,7 +655,10 @@ class Database(KindProvider):
             # sessions refused) the database and its role are left whole for the next try.
             last = not _owns_a_database(conn, role, besides=database)
             if last:
-                _release_role(instance, conn, role, None, spare=database)
+                try:
+                    _release_role(instance, conn, role, None, spare=database)
+                except Conflict as err:
+                    raise Conflict(err.verb, err.what, err.cause, err.hint + "; nothing was dropped") from None
             # Block new sessions, end only this database's sessions, then drop (a template cannot be dropped).
             conn.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false CONNECTION LIMIT 0").format(sql.Identifier(database)))
             conn.execute(
@@ -623,8 +668,12 @@ class Database(KindProvider):
             force = sql.SQL(" WITH (FORCE)") if FEATURES["drop_database_force"](_major(conn)) else sql.SQL("")
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
             if last and role_row(conn, role) is not None:
-                _release_role(instance, conn, role, None)
-                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                try:
+                    _drop_role(instance, conn, role, None)
+                except Conflict as err:
+                    raise Conflict(err.verb, err.what, err.cause,
+                                   f"{err.hint}; the database was dropped and its login role is left until then: "
+                                   "`pulumi up` again (without --refresh, which would forget the database) drops it") from None
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None
@@ -843,8 +892,7 @@ class _ProjectRoleKind(KindProvider):
             if self._claim(conn, ident, name, "drop") is None:
                 raise NotFound("drop", f"{self.kind} {ident}", "it does not exist")
             heir = project if _project_role_is_ours(conn, ident) else None
-            _release_role(instance, conn, name, heir)
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+            _drop_role(instance, conn, name, heir)
             _drop_unused_placeholder(conn, ident)
 
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from providers.errors import Conflict, InvalidSpec, Unsupported
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.postgres import DDL_LOCK_KEY, Database, Role, User, _database_exists
 from tests.engines.conftest import props
 
@@ -750,6 +750,33 @@ def test_a_lock_another_project_holds_fails_a_purge_whole_and_soon(database, own
     assert not _database_exists(admin_conn, other) and role_facts(admin_conn, other) is None
 
 
+@pytest.mark.timeout(120)
+def test_a_grant_another_project_has_not_committed_fails_the_purge_soon_and_a_rerun_finishes(database, owner, admin_conn):
+    """A grant to another project's role not yet committed is invisible to the release but holds the role:
+    its DROP ROLE waits a bounded time and fails as a Conflict saying its database is dropped and how the
+    rerun drops the role; once the grant is committed, the rerun takes it back and drops the role."""
+    other = f"{owner}b"
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    theirs = database.create(props("postgres", "pg", "database", other, other)).outs
+    with connect(mine) as tenant:
+        tenant.execute("CREATE TABLE bait (x int)")
+    holder = connect(mine)
+    holder.autocommit = False
+    holder.execute(sql.SQL("GRANT SELECT ON bait TO {}").format(sql.Identifier(other)))
+    release = threading.Timer(40, holder.rollback)  # without a bound the purge would wait for this
+    release.start()
+    try:
+        with pytest.raises(Conflict, match="the database was dropped and its login role is left"):
+            database.delete("id", {**theirs, "purge": True})
+        assert not _database_exists(admin_conn, other) and role_facts(admin_conn, other) is not None
+    finally:
+        release.cancel()
+        holder.commit()  # the grant lands now
+        holder.close()
+    database.delete("id", {**theirs, "purge": True})  # the rerun: the role goes, grant and all
+    assert role_facts(admin_conn, other) is None
+
+
 def test_a_database_closed_to_sessions_fails_another_projects_purge_whole(database, owner, admin_conn):
     """Its owner may close its database to every session after granting another project's role something
     there: that grant cannot be taken back, so the other project's purge fails as a Conflict naming it
@@ -815,7 +842,8 @@ def test_a_tenants_database_settings_never_steer_the_admins_sessions(database, u
         tenant.execute("CREATE TABLE bait (x int)")
         tenant.execute(sql.SQL("GRANT SELECT ON bait TO {}").format(sql.Identifier(their_user["user"])))
         for setting in (sql.SQL("role = {}").format(sql.Literal(other)), sql.SQL("default_transaction_read_only = on"),
-                        sql.SQL("lock_timeout = 1"), sql.SQL("statement_timeout = 1")):
+                        sql.SQL("lock_timeout = 1"), sql.SQL("statement_timeout = 1"), sql.SQL("idle_session_timeout = 1"),
+                        sql.SQL("local_preload_libraries = 'devstack_no_such_library'")):
             tenant.execute(sql.SQL("ALTER DATABASE {} SET ").format(sql.Identifier(owner)) + setting)
     user.delete("id", {**their_user, "purge": True})
     assert role_facts(admin_conn, their_user["user"]) is None
@@ -935,3 +963,23 @@ def test_a_tenant_holding_the_ddl_lock_is_named_not_waited_on(database, owner, a
         finally:
             release.cancel()
     assert database.create(props("postgres", "pg", "database", f"{owner}b", f"{owner}b")).outs["database"] == f"{owner}b"
+
+
+def test_a_server_out_of_connection_slots_is_named_as_such(database, owner, admin):
+    """A tenant may open sessions until the server has none left (the admin's reserved ones taken too by
+    other stacks' calls): that is said, not "start the engine"."""
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    held = []
+    try:
+        for login in ((mine["user"], mine["password"]),) * 200 + ((admin["postgres"].user, admin["postgres"].password),) * 10:
+            try:
+                held.append(psycopg.connect(**PG, user=login[0], password=login[1], dbname="postgres", connect_timeout=5))
+            except psycopg.OperationalError:
+                continue  # this login's slots are all taken: the admin's reserved ones come next
+        with pytest.raises(EngineUnavailable, match="out of connection slots") as refused:
+            database.read("id", mine)
+        assert "start it" not in str(refused.value)
+    finally:
+        for conn in held:
+            conn.close()
+    assert database.read("id", mine).outs["login"] is True
