@@ -110,6 +110,8 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
             hint = f"check devstack:{instance.admin_secret} in the stack config"
         elif isinstance(err, (redis_py.ConnectionError, redis_py.TimeoutError)):
             hint = instance.start_hint()
+        elif str(err).startswith("BUSY"):  # any client's long script holds the whole server
+            hint = "a script someone runs there holds every client; an admin can end it (SCRIPT KILL), then run it again"
         else:  # something answers there, but not as Redis does: another engine's port, say
             hint = f"it does not answer as Redis: check shared.{instance.name}.port in the stack config"
         raise EngineUnavailable(

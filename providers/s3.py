@@ -161,6 +161,10 @@ def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
         ) from err
 
 
+#: How many times a bucket's removal empties it and tries DeleteBucket.
+REMOVE_ATTEMPTS = 3
+
+
 def prefixed(name: str, owner: str) -> str:
     """`<owner>-<name>`, or `<owner>` alone for the declaration named after its project."""
     return owner if name == owner else f"{owner}-{name}"
@@ -504,14 +508,20 @@ class Bucket(GuardedKind):
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
         bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
-        # S3 refuses to delete a bucket that holds anything, old versions included.
-        empty_bucket(s3, bucket, bypass_retention=bool(observed.params.get("object_lock")))
-        try:
-            s3.delete_bucket(Bucket=bucket)
-        except boto_errors.ClientError as err:
-            if error_code(err) == "NoSuchBucket":
-                raise NotFound("drop", f"bucket {ident}", "it does not exist") from err
-            raise
+        # S3 refuses to delete a bucket that holds anything, old versions included; the project's
+        # services may still be writing into it, so it is emptied again a few times before giving up.
+        for _ in range(REMOVE_ATTEMPTS):
+            empty_bucket(s3, bucket, bypass_retention=bool(observed.params.get("object_lock")))
+            try:
+                s3.delete_bucket(Bucket=bucket)
+                return
+            except boto_errors.ClientError as err:
+                if error_code(err) == "NoSuchBucket":
+                    raise NotFound("drop", f"bucket {ident}", "it does not exist") from err
+                if error_code(err) != "BucketNotEmpty":
+                    raise
+        raise Conflict("drop", f"bucket {ident}", "objects kept arriving while it was emptied",
+                       "stop what writes into it (the project's services), then run it again; it is kept, emptied")
 
     # --- steps -----------------------------------------------------------
 

@@ -693,3 +693,31 @@ def test_a_wrong_admin_secret_is_named_as_such(kind, admin, local_workspace, own
         provider.create(inputs)
     secret_key = local_workspace["shared"]["objects"]["adminSecret"]
     assert f"check devstack:{secret_key} in the stack config" in str(refused.value)
+
+
+def test_a_bucket_written_into_while_it_is_purged_is_emptied_again_then_a_conflict(configure, owner, buckets, oob,
+                                                                                   monkeypatch):
+    """The project's services may still write while its bucket is purged: an object landing between the
+    emptying and DeleteBucket is emptied again; one that keeps landing is a Conflict, the bucket kept."""
+    from providers import s3
+
+    outs = buckets("data")
+    provider = configure(MinioBucket())
+    emptied = s3.empty_bucket
+    landings = {"left": 0}
+
+    def a_writer_lands_after(client, bucket, **kwargs):  # what a service writing meanwhile does
+        emptied(client, bucket, **kwargs)
+        if landings["left"]:
+            landings["left"] -= 1
+            oob.s3.put_object(Bucket=bucket, Key=f"late-{landings['left']}", Body=b"x")
+
+    monkeypatch.setattr(s3, "empty_bucket", a_writer_lands_after)
+    landings["left"] = s3.REMOVE_ATTEMPTS
+    with pytest.raises(Conflict, match="objects kept arriving while it was emptied"):
+        provider.delete("id", {**outs, "purge": True})
+    assert oob.s3.head_bucket(Bucket=outs["bucket"])  # kept
+    landings["left"] = 1  # one late write, then the writer stops
+    provider.delete("id", {**outs, "purge": True})
+    with pytest.raises(Exception, match="404|NoSuchBucket|Not Found"):
+        oob.s3.head_bucket(Bucket=outs["bucket"])
