@@ -189,7 +189,7 @@ def _admin_secret_problems(workspace: WorkspaceConfig, used: set[str], config_is
             if name in used:
                 report.add(("shared", name, "adminSecret"),
                            f"config key devstack:{key} is not set (store the {instance.engine} admin "
-                           f"password there: pulumi config set --secret devstack:{key} ...)")
+                           f"password there: pulumi config set --secret devstack:{key}, the value on stdin)")
         elif config_is_secret is not None and not config_is_secret(key):
             report.add(("shared", name, "adminSecret"),
                        f"config key devstack:{key} holds the {instance.engine} admin password in plaintext, which "

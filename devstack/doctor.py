@@ -170,13 +170,13 @@ class InstanceHealth:
 
 
 def check_instance(instance: SharedInstance, declared: list[str], local_port: int | None,
-                   local_stack: bool = True) -> InstanceHealth:
+                   local_stack: bool = True, stack: str = LOCAL_STACK) -> InstanceHealth:
     """Reach, version, admin login and usable kinds of one instance; never raises.
 
     `local_port` is the port of this machine's engine of that kind, so a
     loopback instance there is fixed by starting it; others by their owner.
     Starting it also writes its admin password, but into the local stack's
-    config only (`local_stack`): another stack's is set by hand.
+    config only (`local_stack`): another stack's (`stack`) is set by hand.
     """
     health = InstanceHealth(instance.name, instance.engine, instance.address, declared_kinds=sorted(set(declared)))
     local = instance.host in LOOPBACK and instance.port == local_port
@@ -191,7 +191,8 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
     health.reachable = True
     if instance.admin_password is None:
         health.problem = f"no admin password in the stack config (devstack:{instance.admin_secret})"
-        health.fix = credential_start or f"pulumi config set --secret devstack:{instance.admin_secret} (value on stdin)"
+        health.fix = credential_start or (f"pulumi config set --secret devstack:{instance.admin_secret} --stack {stack} "
+                                          "(the value on stdin)")
         return health
     try:
         health.version = PROBES[instance.engine](instance)
@@ -406,7 +407,7 @@ def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN
     except (ValidationError, AttributeError, TypeError):  # malformed workspace: `problems` says where
         return Report(str(raw.get("name", stack)) if isinstance(raw, dict) else stack, toolchain(bin_dir), [],
                       problems or ["devstack:workspace is not a mapping with name, shared and projects"])
-    instances = [check_instance(i, declared.get(n, []), _local_port(i.engine), local_stack=stack == LOCAL_STACK)
+    instances = [check_instance(i, declared.get(n, []), _local_port(i.engine), local_stack=stack == LOCAL_STACK, stack=stack)
                  for n, i in shared.items()]
     return Report(name, toolchain(bin_dir), instances, problems)
 

@@ -633,7 +633,7 @@ def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, An
     except perr.NotFound:
         return False
     except perr.Conflict as err:
-        raise IdentityConflict("drop", str(ident), err.cause, "it was not dropped") from err
+        raise IdentityConflict("drop", str(ident), err.cause, err.hint or "it was not dropped") from err
     except perr.DevstackError as err:
         raise EngineError("drop", str(ident), err.cause, err.hint) from err
     except Exception as err:  # a client library's own error: still "cannot drop <id>", cause chained
@@ -813,6 +813,26 @@ class Destruction(_Model):
     error: str | None = Field(default=None, description="why it stopped part-way (the other fields say what it did)")
 
 
+def _refuse_other_workspaces(config: Mapping[str, Any], tracked: list[Tracked]) -> None:
+    """IdentityConflict, before anything is dropped, naming every resource another workspace adopted."""
+    from providers import errors as perr
+
+    refused = []
+    for t in tracked:
+        provider = configured_provider(config, t.ident.engine, t.ident.kind)
+        try:
+            provider.refuse_another_workspaces(provider._instance(t.ident, "drop"), t.ident, t.props)
+        except perr.Conflict as err:
+            refused.append(f"{t.ident}: {err.cause}")
+        except perr.DevstackError:
+            continue  # its own drop reports it
+    if refused:
+        raise IdentityConflict("drop the data of", f"{len(refused)} resource(s)", "; ".join(refused),
+                               "nothing was dropped; take each out of this workspace's ledger alone first "
+                               "(`pulumi state delete <its urn>`, as the README's moving a project says), then "
+                               "destroy again")
+
+
 def drop_order(tracked: list[Tracked]) -> list[Tracked]:
     """Dependents before what they depend on (a consumer before its stream, an ACL before its topics)."""
     remaining, ordered = list(tracked), []
@@ -846,6 +866,7 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
         _require_confirmation(confirm, f"drop the data of {len(tracked)} resources of workspace {stack.name!r}: "
                                        + ", ".join(str(t.ident) for t in tracked))
         config = instances_config(stack)
+        _refuse_other_workspaces(config, tracked)
         for t in drop_order(tracked):
             try:
                 (dropped if drop_data(config, t.ident, t.props) else gone).append(str(t.ident))

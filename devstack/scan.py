@@ -96,10 +96,11 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
         if "database" in kinds:
             rows = conn.execute(
                 "SELECT d.datname, shobj_description(d.oid, 'pg_database'), r.rolname, "
-                "shobj_description(r.oid, 'pg_authid') FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
+                f"shobj_description(r.oid, 'pg_authid'), {postgres.RECORDED_WORKSPACES} "
+                "FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
                 "WHERE NOT d.datistemplate AND d.datname <> 'postgres' ORDER BY 1"
             ).fetchall()
-            for name, comment, owner_role, role_comment in rows:
+            for name, comment, owner_role, role_comment, recorded in rows:
                 # As the provider tells it: a database owned by a project's role is that project's, whatever
                 # its COMMENT says (its owner may rewrite that). Without a COMMENT of the same project, though,
                 # it is not provably ours: one made by hand for that role looks the same, so only the ledger
@@ -109,7 +110,7 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                     "its COMMENT marker is missing or names another project; its owning role's decides (a create "
                     "cut short, a comment its owner rewrote, or a database made by hand for that role)")
                 found.append(Found("postgres", instance.name, "database", name, owner,
-                                   postgres.database_workspace(comment, owner, role_comment), doubt=doubt))
+                                   postgres.database_workspace(recorded), doubt=doubt))
         if kinds & {"role", "user"}:
             rows = conn.execute(
                 "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') FROM pg_roles "

@@ -410,8 +410,9 @@ class KindProvider(ResourceProvider):
         ident = Identity.from_props(news)
         instance = self._instance(ident, "update")
         # Since the last refresh it may have been dropped, or re-created by someone else:
-        # converging that one would hand it (and its data) to this project.
-        self._owned(instance, ident, "update")
+        # converging that one would hand it (and its data) to this project. Or another workspace
+        # adopted it: converging would mark it this one's again, for this one's purge to drop.
+        self._refuse_elsewhere("update", ident, self._owned(instance, ident, "update"), olds.get("stack"))
         attributes = self.update_resource(instance, ident, olds, news)
         return UpdateResult({**news, **attributes})
 
@@ -449,17 +450,22 @@ class KindProvider(ResourceProvider):
 
     def refuse_another_workspaces(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> None:
         """Conflict, before a purge drops anything, when the resource's own marker names another workspace
-        than the ledger's (`props["stack"]`): that workspace's up adopted it (its project moved there, say),
-        and its data is that workspace's now."""
+        than the one this ledger last marked it for (`props["stack"]`)."""
         observed = self.observe(instance, ident)
-        if observed is None or observed.owner != ident.owner or not marked_elsewhere(observed.workspace, props.get("stack")):
+        if observed is not None and observed.owner == ident.owner:
+            self._refuse_elsewhere("drop", ident, observed, props.get("stack"))
+
+    def _refuse_elsewhere(self, verb: str, ident: Identity, observed: Observed, ours: str | None) -> None:
+        """Conflict when `observed`'s marker names another workspace than `ours`: that workspace's up adopted
+        it (its project moved there, say), and it and its data are that workspace's now."""
+        if not marked_elsewhere(observed.workspace, ours):
             return
         raise Conflict(
-            "drop", f"{self.kind} {ident}",
-            f"its marker names workspace {observed.workspace!r}, not this one ({props.get('stack')!r}): that "
-            f"workspace's up adopted it, and its data is that workspace's now",
-            "nothing was dropped; to let this workspace forget it, take it out of this workspace's ledger alone "
-            "(`pulumi state delete`, as the README's moving a project says)",
+            verb, f"{self.kind} {ident}",
+            f"its marker names workspace {observed.workspace!r}, not this one ({ours!r}): that workspace's up "
+            f"adopted it, and it is that workspace's now",
+            f"nothing was {'dropped' if verb == 'drop' else 'changed'}; to let this workspace forget it, take it "
+            "out of this workspace's ledger alone (`pulumi state delete`, as the README's moving a project says)",
         )
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:

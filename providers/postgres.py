@@ -43,6 +43,10 @@ _EXTENSION = re.compile(r"[a-z0-9_][a-z0-9_-]*")
 DDL_LOCK_KEY = 0x6465767374616B  # "devstak"
 #: How long one wait for the DDL lock lasts before ddl_lock looks at who holds it.
 DDL_LOCK_ROUND = "1s"
+#: How long a change holding the DDL lock waits for any other lock. A tenant's sessions can hold one on
+#: its own database or role, or on what it granted another project's role, as long as they like, while
+#: every other stack's PostgreSQL change waits for the DDL lock.
+TENANT_LOCK_WAIT = "5s"
 #: The namespace roles, users and databases' login roles share (KindProvider.namespace).
 ROLE_NAMESPACE = "role"
 #: The marker kind of a project's own login role (written by `database`, no "kind" key).
@@ -189,12 +193,23 @@ def ddl_lock(conn: psycopg.Connection, shared: bool = False) -> Iterator[None]:
                 break
             except psycopg.errors.LockNotAvailable:
                 _refuse_foreign_ddl_lock_holders(conn)
-    finally:
+    except BaseException:
         conn.execute("SET lock_timeout = 0")
+        raise
+    # Held, every other stack's change waits: what it does waits at most TENANT_LOCK_WAIT for a lock
+    # (a tenant's transaction left open on its own database or role, say).
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
     try:
         yield
+    except psycopg.errors.LockNotAvailable:
+        raise Conflict("change", f"postgres at {conn.info.host}:{conn.info.port}",
+                       f"a session held a lock this change needs for over {TENANT_LOCK_WAIT} (a transaction left "
+                       "open on a project's own database or role, say)",
+                       "nothing more was changed; run it again once that session ends (pg_stat_activity shows it)") from None
     finally:
-        conn.execute(sql.SQL("SELECT pg_advisory_unlock{}(%s)").format(sql.SQL(suffix)), (DDL_LOCK_KEY,))
+        if not conn.closed and not conn.broken:
+            conn.execute("SET lock_timeout = 0")
+            conn.execute(sql.SQL("SELECT pg_advisory_unlock{}(%s)").format(sql.SQL(suffix)), (DDL_LOCK_KEY,))
 
 
 def _refuse_foreign_ddl_lock_holders(conn: psycopg.Connection) -> None:
@@ -356,12 +371,6 @@ def _set_memberships(conn: psycopg.Connection, row: RoleRow, expected: Iterable[
         conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), member))
 
 
-#: How long releasing a role waits for a lock in a database. Another project's sessions there (its
-#: owner may grant our role anything) can hold one for as long as they like, while the purge holds
-#: the instance's DDL lock, which every other stack's PostgreSQL change waits for.
-RELEASE_LOCK_TIMEOUT = "5s"
-
-
 def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str, heir: str | None,
                   spare: str | None = None) -> None:
     """Make `role` droppable: hand what it owns to `heir` and revoke its privileges, in every database
@@ -370,7 +379,7 @@ def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str,
     REASSIGN/DROP OWNED act on one database at a time; pg_shdepend tells which
     databases hold anything of the role. Objects go to the project's role (the
     data stays with the project's database); only grants are dropped. A database
-    that refuses sessions or keeps a lock past RELEASE_LOCK_TIMEOUT is a Conflict.
+    that refuses sessions or keeps a lock past TENANT_LOCK_WAIT is a Conflict.
     """
     rows = conn.execute(
         """
@@ -412,23 +421,24 @@ def _drop_role(instance: SharedInstance, conn: psycopg.Connection, role: str, he
 
 @contextmanager
 def _bounded(conn: psycopg.Connection, role: str, where: str) -> Iterator[None]:
-    """Statements on `conn` that wait at most RELEASE_LOCK_TIMEOUT for a lock. Another project may hold one
+    """Statements on `conn` that wait at most TENANT_LOCK_WAIT for a lock. Another project may hold one
     on `role`, or on what it owns or was granted in `where`, as long as it likes (a transaction left open),
     while the purge holds the DDL lock: that, and its catalog change racing ours, is a Conflict."""
-    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(RELEASE_LOCK_TIMEOUT)))
+    previous = conn.execute("SHOW lock_timeout").fetchone()[0]
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
     hint = f"run it again once {where} lets it"
     try:
         yield
     except psycopg.errors.LockNotAvailable:
         raise Conflict("release", f"role {role!r}", f"a session of {where} held a lock on it, or on what it owns or "
-                       f"was granted there, for over {RELEASE_LOCK_TIMEOUT}", hint) from None
+                       f"was granted there, for over {TENANT_LOCK_WAIT}", hint) from None
     except psycopg.errors.InternalError_ as err:
         if "concurrently updated" not in str(err):
             raise
         raise Conflict("release", f"role {role!r}", f"{where} changed the role's grants meanwhile", hint) from None
     finally:
         if not conn.closed and not conn.broken:
-            conn.execute("SET lock_timeout = 0")
+            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(previous)))
 
 
 def _reassign_and_drop_owned(conn: psycopg.Connection, role: str, heir: str | None) -> None:
@@ -550,15 +560,15 @@ class Database(KindProvider):
                        NOT d.datistemplate AND
                        NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
                                    WHERE a.grantee <> d.datdba AND a.privilege_type IN ('CONNECT', 'TEMPORARY')),
-                       d.datallowconn
+                       d.datallowconn, {recorded}
                 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
                 WHERE d.datname = %s
-                """,
+                """.format(recorded=RECORDED_WORKSPACES),
                 (database,),
             ).fetchone()
             if row is None:
                 return None
-            owner_role, marker, role_marker, encoding, collate, connection_limit, isolated, allows_sessions = row
+            owner_role, marker, role_marker, encoding, collate, connection_limit, isolated, allows_sessions, recorded = row
             owner = database_owner(marker, owner_role, role_marker)
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
             logs_in = True
@@ -571,9 +581,11 @@ class Database(KindProvider):
                 # own (0 refuses every session) break it while the password still matches.
                 logs_in = allows_sessions and row.logs_in and row.connection_limit == -1
         # Its owner may remove or rewrite the comment: still the project's by its role, but a scan reads it.
+        # Made before its workspace was recorded apart (or the record removed): the next up writes both.
+        workspace = database_workspace(recorded)
         attributes = {"user": owner_role, "isolated": isolated, "login": logs_in,
-                      "marked": owner is not None and marker_owner(marker) == owner}
-        return Observed(owner=owner, params=params, attributes=attributes, workspace=database_workspace(marker, owner, role_marker))
+                      "marked": owner is not None and marker_owner(marker) == owner and workspace is not None}
+        return Observed(owner=owner, params=params, attributes=attributes, workspace=workspace)
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -726,6 +738,9 @@ class Database(KindProvider):
             for (grantee,) in conn.execute(_LET_IN, (database,)).fetchall():  # granted outside devstack
                 conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM {}").format(db, sql.Identifier(grantee)))
             conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(db, sql.Literal(marker)))
+            # Its workspace where only an admin writes: a setting of the admin's own role in the database.
+            conn.execute(sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET devstack.workspace = {}")
+                         .format(db, sql.Literal(marker_field(marker, "stack") or "")))
 
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
@@ -751,15 +766,19 @@ def database_owner(marker: str | None, owner_role: str, role_marker: str | None)
     return marker_owner(marker)
 
 
-def database_workspace(marker: str | None, owner: str | None, role_marker: str | None) -> str | None:
-    """The workspace a database's own COMMENT records, when it names the database's owner. Its role's only
-    when it has no comment at all (a create cut short, by the create that made the role): one role serves
-    all the project's databases, in whichever workspaces declare them."""
-    if owner is None:
-        return None
-    if marker is None:
-        return marker_field(role_marker, "stack") if marker_owner(role_marker) == owner else None
-    return marker_field(marker, "stack") if marker_owner(marker) == owner else None
+#: The workspaces recorded for a database in a setting of an admin's own role there (`devstack.workspace`),
+#: which only an admin can write: its owner, the tenant, may rewrite the database's COMMENT at will.
+RECORDED_WORKSPACES = """
+    (SELECT array_agg(DISTINCT substr(c, length('devstack.workspace=') + 1))
+     FROM pg_db_role_setting s JOIN pg_roles a ON a.oid = s.setrole, unnest(s.setconfig) c
+     WHERE s.setdatabase = d.oid AND (a.rolsuper OR (a.rolcreaterole AND a.rolcreatedb))
+       AND c LIKE 'devstack.workspace=%%')
+"""
+
+
+def database_workspace(recorded: list[str] | None) -> str | None:
+    """The workspace recorded for a database (RECORDED_WORKSPACES); None when none or two admins' differ."""
+    return recorded[0] or None if recorded and len(recorded) == 1 else None
 
 
 def _owns_a_database(conn: psycopg.Connection, role: str, besides: str = "") -> bool:

@@ -53,6 +53,9 @@ def test_a_purge_refuses_every_kind_another_workspace_adopted(admin, local_share
         for (engine, instance, kind, name, _p), outs in reversed(list(zip(plan, old_outs))):
             if kind == "lifecycle":
                 continue  # no marker of its own: the old workspace's purge would drop it
+            provider = ledger.configured_provider(config, engine, kind)
+            with pytest.raises(Conflict, match=f"its marker names workspace '{new}'.*nothing was changed"):
+                provider.update("id", outs, {**outs, "purge": False})  # the old workspace's update would re-mark it
             with pytest.raises(Conflict, match=f"its marker names workspace '{new}'"):
                 ledger.configured_provider(config, engine, kind).delete("id", outs)  # the old workspace's purge
             with pytest.raises(IdentityConflict, match=f"workspace '{new}'"):  # its rm/destroy --purge-data

@@ -18,6 +18,7 @@ import pytest
 from psycopg import sql
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
+from providers.identity import Identity
 from providers.postgres import DDL_LOCK_KEY, Database, Role, User, _database_exists
 from tests.engines.conftest import props
 
@@ -807,27 +808,53 @@ def test_a_database_marker_its_owner_rewrote_is_drift_and_decides_no_owner(datab
         refreshed = database.read("id", outs).outs  # not gone: still the project's by its role
         assert refreshed["marked"] is False and database.diff("id", refreshed, inputs).changes
         found = [f for f in scan(database._instances["pg"], {"database"}) if f.engine_name == owner]
-        assert [(f.owner, f.stack) for f in found] == [(owner, None)] and found[0].doubt
+        assert [(f.owner, f.stack) for f in found] == [(owner, "ours@c0ffee")] and found[0].doubt
     database.update("id", refreshed, inputs)
     assert database.read("id", outs).outs["marked"] is True
     database.delete("id", refreshed)
     assert not _database_exists(admin_conn, owner)
 
 
-def test_a_database_its_owner_marked_for_another_workspace_refuses_the_purge(database, owner, admin_conn):
-    """Its owner may also name another workspace in the comment, as that workspace's adoption would: the
-    purge is then a Conflict naming it (never a silent keep), and the next up writes the comment over."""
+def test_a_database_records_its_workspace_where_its_owner_cannot_write(database, owner, admin_conn):
+    """Its owner may name another workspace in its COMMENT, or set `devstack.workspace` on its database
+    or its own role there: none of it is the record (a setting of the admin's own role in the database),
+    so none of it keeps the database from this workspace's purge."""
     inputs = props("postgres", "pg", "database", owner, owner, purge=True, stack="ours@c0ffee")
     outs = database.create(inputs).outs
     forged = json.dumps({"managed-by": "devstack", "owner": owner, "stack": "elsewhere@000000000000"})
-    with connect(outs, "postgres") as tenant:
+    with connect(outs) as tenant:
         tenant.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(owner), sql.Literal(forged)))
-    with pytest.raises(Conflict, match="its marker names workspace 'elsewhere@000000000000'.*nothing was dropped"):
-        database.delete("id", outs)
-    assert _database_exists(admin_conn, owner)
-    database.update("id", outs, inputs)
+        for attempt in ("ALTER DATABASE {db} SET devstack.workspace = 'elsewhere@000000000000'",
+                        "ALTER ROLE {role} IN DATABASE {db} SET devstack.workspace = 'elsewhere@000000000000'"):
+            try:  # refused by the server, or recorded where devstack does not read
+                tenant.execute(sql.SQL(attempt).format(db=sql.Identifier(owner), role=sql.Identifier(outs["user"])))
+            except psycopg.errors.InsufficientPrivilege:
+                pass
+    assert database.observe(database._instances["pg"], Identity.from_props(inputs)).workspace == "ours@c0ffee"
     database.delete("id", outs)
     assert not _database_exists(admin_conn, owner)
+
+
+@pytest.mark.timeout(120)
+def test_a_lock_a_tenant_holds_on_its_own_database_fails_a_change_soon(database, owner, admin_conn):
+    """A transaction left open on the project's own database (a COMMENT, say) holds a lock every ALTER
+    DATABASE needs: the change waits a bounded time under the DDL lock, then is a Conflict, and other
+    changes go on."""
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    holder = connect(mine)
+    holder.autocommit = False
+    holder.execute(sql.SQL("COMMENT ON DATABASE {} IS 'mine'").format(sql.Identifier(owner)))
+    release = threading.Timer(40, holder.rollback)
+    release.start()
+    try:
+        changed = props("postgres", "pg", "database", owner, owner, {"connection_limit": 8})
+        with pytest.raises(Conflict, match="held a lock this change needs"):
+            database.update("id", mine, database.check({}, changed).inputs)
+        database.create(props("postgres", "pg", "database", f"{owner}b", f"{owner}b"))  # the DDL lock is free
+    finally:
+        release.cancel()
+        holder.rollback()
+        holder.close()
 
 
 def test_a_tenants_database_settings_never_steer_the_admins_sessions(database, user, owner, admin_conn):

@@ -116,7 +116,8 @@ def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_pu
     """Workspace b lists a project workspace a holds with `purge: true`; b's up adopts every resource.
     a then stops listing it: a's up refuses each purge naming b, drops nothing, and once a's ledger lets
     go of the project as the README's move procedure says, a's up goes through. b keeps the data."""
-    from devstack.ledger import run_cli
+    from devstack.errors import IdentityConflict
+    from devstack.ledger import destroy_stack, run_cli
 
     project = f"{prefix}-moved"
     (old, _w, files), (new, _nw, _nf) = (workspace(tmp_path / side, pulumi_command, shared, admin, project)
@@ -132,6 +133,9 @@ def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_pu
             old.up()
         refusals = set(re.findall(r"cannot drop (\S+ \S+): its marker names workspace", str(refused.value)))
         assert len(refusals) == len(MIX)
+        assert sweep(project, shared, admin, dry_run=True) == everything
+        with pytest.raises(IdentityConflict, match=f"{len(MIX)} resource\\(s\\).*nothing was dropped"):
+            destroy_stack(old, purge_data=True, confirm=lambda _question: True)  # refused before any drop
         assert sweep(project, shared, admin, dry_run=True) == everything
         urn = next(r["urn"] for r in checkpoint(old.workspace.env_vars, "faults")["resources"]
                    if r["type"] == "devstack:index:Project")
