@@ -777,8 +777,9 @@ RECORDED_WORKSPACES = """
 
 
 def database_workspace(recorded: list[str] | None) -> str | None:
-    """The workspace recorded for a database (RECORDED_WORKSPACES); None when none or two admins' differ."""
-    return recorded[0] or None if recorded and len(recorded) == 1 else None
+    """The workspace recorded for a database (RECORDED_WORKSPACES); None when none or two admins' differ
+    ("" when the declaration had none: recorded, and proving nothing)."""
+    return recorded[0] if recorded and len(recorded) == 1 else None
 
 
 def _owns_a_database(conn: psycopg.Connection, role: str, besides: str = "") -> bool:

@@ -1010,3 +1010,11 @@ def test_a_server_out_of_connection_slots_is_named_as_such(database, owner, admi
         for conn in held:
             conn.close()
     assert database.read("id", mine).outs["login"] is True
+
+
+def test_a_database_declared_without_a_workspace_reads_back_unchanged(database, owner):
+    """Its workspace record is then empty: recorded all the same, so a refresh finds nothing to write again."""
+    inputs = database.check({}, {**props("postgres", "pg", "database", owner, owner), "stack": ""}).inputs
+    outs = database.create(inputs).outs
+    refreshed = database.read("id", outs).outs
+    assert refreshed["marked"] is True and database.diff("id", refreshed, inputs).changes is False
