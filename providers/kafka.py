@@ -550,7 +550,7 @@ class Topic(KafkaKind):
             return None
         return self.observed(instance, admin, ident, params=params,
                              attributes={"topic": name, "partitions": params["partitions"],
-                                    "isolated": not foreign_grants(admin, name, ident.owner, what)})
+                                         "isolated": not foreign_grants(admin, name, ident.owner, what)})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["isolated"] if olds.get("isolated") is False else []

@@ -194,7 +194,8 @@ def ddl_lock(conn: psycopg.Connection, shared: bool = False) -> Iterator[None]:
             except psycopg.errors.LockNotAvailable:
                 _refuse_foreign_ddl_lock_holders(conn)
     except BaseException:
-        conn.execute("SET lock_timeout = 0")
+        if not conn.closed and not conn.broken:
+            conn.execute("SET lock_timeout = 0")
         raise
     # Held, every other stack's change waits: what it does waits at most TENANT_LOCK_WAIT for a lock
     # (a tenant's transaction left open on its own database or role, say).
