@@ -399,9 +399,11 @@ def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str,
             raise Conflict("release", f"role {role!r}", f"{where} holds grants to it and refuses every session "
                            "(ALLOW_CONNECTIONS false)", f"run it again once {where} lets sessions in (the next "
                            "up of its workspace does)")
-        with admin_connection(instance, database) as other, _bounded(other, role, where):
+        with admin_connection(instance, database) as other, _bounded(role, where):
+            # A session of its own: the wait ddl_lock sets on `conn` does not reach it.
+            other.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
             _reassign_and_drop_owned(other, role, heir)
-    with _bounded(conn, role, "another project"):
+    with _bounded(role, "another project"):
         _reassign_and_drop_owned(conn, role, heir)  # also revokes grants on shared objects (databases)
 
 
@@ -410,7 +412,7 @@ def _drop_role(instance: SharedInstance, conn: psycopg.Connection, role: str, he
     yet committed is invisible to the release, and holds the role) is released once more."""
     for attempt in (1, 2):
         _release_role(instance, conn, role, heir)
-        with _bounded(conn, role, "another project"):
+        with _bounded(role, "another project"):
             try:
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
                 return
@@ -421,12 +423,10 @@ def _drop_role(instance: SharedInstance, conn: psycopg.Connection, role: str, he
 
 
 @contextmanager
-def _bounded(conn: psycopg.Connection, role: str, where: str) -> Iterator[None]:
-    """Statements on `conn` that wait at most TENANT_LOCK_WAIT for a lock. Another project may hold one
-    on `role`, or on what it owns or was granted in `where`, as long as it likes (a transaction left open),
-    while the purge holds the DDL lock: that, and its catalog change racing ours, is a Conflict."""
-    previous = conn.execute("SHOW lock_timeout").fetchone()[0]
-    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
+def _bounded(role: str, where: str) -> Iterator[None]:
+    """Releasing `role`, under a wait of at most TENANT_LOCK_WAIT for a lock (ddl_lock's, or set on a
+    connection of its own): another project holding one on `role`, or on what it owns or was granted in
+    `where` (a transaction left open), and its catalog change racing ours, are a Conflict naming it."""
     hint = f"run it again once {where} lets it"
     try:
         yield
@@ -437,9 +437,6 @@ def _bounded(conn: psycopg.Connection, role: str, where: str) -> Iterator[None]:
         if "concurrently updated" not in str(err):
             raise
         raise Conflict("release", f"role {role!r}", f"{where} changed the role's grants meanwhile", hint) from None
-    finally:
-        if not conn.closed and not conn.broken:
-            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(previous)))
 
 
 def _reassign_and_drop_owned(conn: psycopg.Connection, role: str, heir: str | None) -> None:
