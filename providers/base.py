@@ -240,10 +240,11 @@ class KindProvider(ResourceProvider):
             return None
         return to_jsonable_python(field.get_default(call_default_factory=True))
 
-    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
-        """(param, reason) for each value the engine would refuse. Asked by check only when a create-only
-        value (or one of `refusable_in_place`) changes: a replacement drops the old resource first, and
-        must not drop it for one that cannot be made; an update refused half-way through an up stops it."""
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
+        """(param, problem, fix) for each value the engine would refuse. Asked by check only when a
+        create-only value (or one of `refusable_in_place`) changes, or a create sets one away from its
+        default: a replacement drops the old resource first, and must not drop it for one that cannot be
+        made; a create or update refused half-way through an up stops it after others changed."""
         return []
 
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool | None:
@@ -285,12 +286,20 @@ class KindProvider(ResourceProvider):
         old_params = self._params_as_now(_olds)
         if not failures:
             failures += self._retained_replacements(_olds, old_params, inputs)
-        if not failures and self._changes_refusable(old_params, inputs["params"]):
+        # Offline validation (`devstack validate`, the program) checks with a provider Pulumi never
+        # configured: no instances, so no engine to ask.
+        if not failures and self._instances and self._may_be_refused(old_params, inputs["params"]):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
-            failures.extend(CheckFailure(f"params.{self._spelled(param)}", reason)
-                            for param, reason in self.refusals(self._instance(ident, "check"), ident, spec))
+            failures.extend(CheckFailure(f"params.{self._spelled(param)}",
+                                         f"{problem}; {self._not_done(param, creating=old_params is None)} ({fix})")
+                            for param, problem, fix in self.refusals(self._instance(ident, "check"), ident, spec))
         return CheckResult(inputs, failures)
+
+    def _not_done(self, param: str, creating: bool) -> str:
+        if creating:
+            return f"the {self.kind} was not made"
+        return f"the {self.kind} was not {'changed' if param in self.refusable_in_place else 'replaced'}"
 
     def _retained_replacements(self, olds: dict[str, Any], old_params: dict[str, Any] | None,
                                inputs: dict[str, Any]) -> list[CheckFailure]:
@@ -318,11 +327,13 @@ class KindProvider(ResourceProvider):
         field = self.Spec.model_fields.get(param)
         return (field.alias if field else None) or param
 
-    def _changes_refusable(self, old_params: dict[str, Any] | None, params: dict[str, Any]) -> bool:
-        """Whether these params change a value of an existing resource (`old_params`: its inputs' params as
-        `_params_as_now` reads them) that the engine may refuse: a create-only one or one of `refusable_in_place`."""
-        return old_params is not None and any(old_params.get(key) != params.get(key)
-                                              for key in self.create_only | self.refusable_in_place)
+    def _may_be_refused(self, old_params: dict[str, Any] | None, params: dict[str, Any]) -> bool:
+        """Whether these params set a value the engine may refuse (a create-only one or one of
+        `refusable_in_place`): changed on an existing resource (`old_params`: its inputs' params as
+        `_params_as_now` reads them), or away from its default on a new one. A default the engine
+        always takes, so most checks of a create call no engine."""
+        before = old_params if old_params is not None else {key: self._default(key) for key in params}
+        return any(before.get(key) != params.get(key) for key in self.create_only | self.refusable_in_place)
 
     def _params_as_now(self, props: dict[str, Any] | None) -> dict[str, Any] | None:
         """Stored params as this release normalizes them: an older one kept `utf-8` where this one keeps

@@ -533,13 +533,13 @@ class Topic(KafkaKind):
             return [CheckFailure("params.partitions", partitions_shrink(int(old), params["partitions"]))]
         return []
 
-    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
         assert isinstance(spec, TopicSpec)
         brokers = len(admin_client(instance).list_topics(topic=MARKER_TOPIC, timeout=REQUEST_TIMEOUT).brokers)
         if spec.replication_factor > brokers:
             return [("replication_factor", f"{spec.replication_factor} replicas need as many brokers and the cluster "
-                                           f"at {instance.address} has {brokers}; the topic was not replaced "
-                                           f"(set replicationFactor to at most {brokers})")]
+                                           f"at {instance.address} has {brokers}",
+                     f"set replicationFactor to at most {brokers}")]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:

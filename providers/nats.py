@@ -386,11 +386,11 @@ class NatsKind(KindProvider):
         """Owner-dependent checks of validated (normalized) params."""
         return []
 
-    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
         replicas = getattr(spec, "replicas", 1)
         if replicas > 1 and not run(instance, _clustered):
             return [("replicas", f"{replicas} replicas need a clustered server and the one at {instance.address} is a "
-                                 f"single server; the {self.kind} was not changed (set replicas: 1)")]
+                                 "single server", "set replicas: 1")]
         return []
 
     @staticmethod

@@ -530,7 +530,7 @@ class Database(KindProvider):
     def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
         return (Role.object_named(host, port, tenant_role(owner)),)
 
-    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
         assert isinstance(spec, DatabaseSpec)
         with admin_connection(instance) as conn:
             try:
@@ -540,9 +540,8 @@ class Database(KindProvider):
                     conn.execute(sql.SQL("CREATE COLLATION pg_temp.devstack_locale_probe (LOCALE = {})")
                                  .format(sql.Literal(spec.locale)))
             except psycopg.errors.InvalidParameterValue as err:
-                return [("locale", f"the server has no locale {spec.locale!r} ({str(err).strip().splitlines()[0]}); "
-                                   "the database was not replaced (set params.locale to one the server has: "
-                                   "`locale -a` on its machine; C.UTF-8 always works)")]
+                return [("locale", f"the server has no locale {spec.locale!r} ({str(err).strip().splitlines()[0]})",
+                         "set params.locale to one the server has: `locale -a` on its machine; C.UTF-8 always works")]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:

@@ -250,20 +250,18 @@ class RedisIndex(KindProvider):
             return value is None or value == live.get("db")
         return super().holds(param, value, live)
 
-    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str]]:
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
         assert isinstance(spec, RedisIndexSpec)
         if spec.index is None:
             return []
         with admin_client(instance) as client:
             count = int(client.config_get("databases")["databases"])
             if spec.index >= count:
-                return [("index", f"{_out_of_range(spec.index, count)}; the index was not replaced "
-                                  f"(pick one from 1 to {count - 1}, or leave it unset)")]
+                return [("index", _out_of_range(spec.index, count), f"pick one from 1 to {count - 1}, or leave it unset")]
             found = client.register_script(PROBE)(keys=[ALLOCATIONS_KEY],
                                                   args=[spec.index, self.engine_name(ident.name, ident.owner)])
         if found in ("allocated", "keys"):
-            return [("index", f"{_taken(spec.index)}; the index was not replaced (pick another params.index "
-                              f"or leave it unset)")]
+            return [("index", _taken(spec.index), "pick another params.index or leave it unset")]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:

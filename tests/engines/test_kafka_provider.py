@@ -244,7 +244,7 @@ def test_configs_spelled_otherwise_than_the_broker_stores_them_are_not_drift(top
 
 def test_replication_factor_replaces(topic, owner, kadmin):
     outs = topic.create(topic_inputs(topic, owner)).outs
-    news = topic_inputs(topic, owner, replicationFactor=2)
+    news = topic.check({}, props("kafka", "kafka", "topic", "orders", owner, {"replicationFactor": 2})).inputs  # fails check
     diff = topic.diff("id", {**outs, "purge": True}, {**news, "purge": True})
     assert diff.replaces == ["params.replication_factor"] and diff.delete_before_replace
     with pytest.raises(Unsupported, match="exists with params.replicationFactor 1"):
@@ -266,6 +266,14 @@ def test_a_replication_factor_the_cluster_cannot_hold_fails_check_before_the_rep
     assert describe(kadmin, f"{owner}.orders") is not None
     unchanged = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"partitions": 2}), olds=inputs)
     assert unchanged == {}
+
+
+def test_a_new_topic_with_a_replication_factor_the_cluster_cannot_hold_fails_check(topic, owner, kadmin):
+    """Said at the preview, not half-way through the up after the workspace's other creates."""
+    found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"replicationFactor": 2}))
+    assert "has 1" in found["params.replicationFactor"]
+    assert "the topic was not made (set replicationFactor to at most 1)" in found["params.replicationFactor"]
+    assert describe(kadmin, f"{owner}.orders") is None
 
 
 def test_grants_on_a_topic_to_principals_outside_the_project_are_drift_and_taken_back(topic, acl, owner, kadmin):

@@ -236,6 +236,16 @@ def test_replicas_a_single_server_cannot_hold_fail_check_before_the_replace_drop
 
 
 @pytest.mark.parametrize("kind", ["stream", "kv"])
+def test_a_new_one_with_replicas_a_single_server_cannot_hold_fails_check(kind, stream, kv, owner, js):
+    """Said at the preview, not half-way through the up after the workspace's other creates."""
+    provider = {"stream": stream, "kv": kv}[kind]
+    found = failures(provider, props("nats", "events", kind, owner, owner, {"replicas": 3}))
+    assert "3 replicas need a clustered server" in found["params.replicas"]
+    assert f"the {kind} was not made (set replicas: 1)" in found["params.replicas"]
+    checked(provider, props("nats", "events", kind, owner, owner, {"replicas": 1}))
+
+
+@pytest.mark.parametrize("kind", ["stream", "kv"])
 def test_replicas_changed_in_place_beyond_a_single_server_fail_check(kind, stream, kv, owner, js):
     """The update would fail part-way through an up, after other resources changed."""
     provider = {"stream": stream, "kv": kv}[kind]

@@ -97,8 +97,11 @@ def test_foreign_database_is_a_conflict_and_untouched(database, owner, admin_con
 
 def test_a_locale_the_server_lacks_is_invalid_spec_and_leaves_no_role(database, owner, admin_conn):
     """The server checks locales, not the model: refused, the call leaves nothing behind (a role without
-    its database is invisible to gc)."""
-    inputs = database.check({}, props("postgres", "pg", "database", owner, owner, {"locale": "xx_YY.UTF-8"})).inputs
+    its database is invisible to gc). Check says so first, so the preview fails rather than the up."""
+    result = database.check({}, props("postgres", "pg", "database", owner, owner, {"locale": "xx_YY.UTF-8"}))
+    found = {f.property: f.reason for f in result.failures}
+    assert "no locale 'xx_YY.UTF-8'" in found["params.locale"] and "the database was not made" in found["params.locale"]
+    inputs = result.inputs
     with pytest.raises(InvalidSpec, match=r"params.locale 'xx_YY.UTF-8'.*set params.locale to a locale the server has"):
         database.create(inputs)
     assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None

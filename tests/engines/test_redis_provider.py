@@ -273,6 +273,9 @@ def test_index_bad_names_and_out_of_range_index(index, owner):
         RedisIndex.engine_name("a:b", owner)
     with pytest.raises(InvalidSpec, match="params.index 999 is out of range"):
         index.create(props("redis", "cache", "redis_index", owner, owner, {"index": 999}))
+    # Check says so first, so the preview fails rather than the up.
+    found = check_failures(index, props("redis", "cache", "redis_index", owner, owner, {"index": 999}))
+    assert "out of range" in found["params.index"] and "the redis_index was not made" in found["params.index"]
 
 
 def test_engine_down_names_engine_address_and_fix(configure, owner):
