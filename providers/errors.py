@@ -34,3 +34,9 @@ class InvalidSpec(DevstackError):
 
 class EngineUnavailable(DevstackError):
     """The shared engine did not answer at its address."""
+
+
+def first_line(err: BaseException) -> str:
+    """An exception as one line: the first of its message, or its type when it has none."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from providers.errors import EngineUnavailable, first_line
+
 WORKSPACE_KEY = "devstack:workspace"
 
 
@@ -40,6 +42,13 @@ class SharedInstance(BaseModel):
             return f"{self.host!r} names no address: fix shared.{self.name}.host in the stack config"
         return (f"start it with `python -m tools.engines start {self.engine}`, or fix shared.{self.name}.host "
                 f"and .port in the stack config if it runs elsewhere")
+
+    def stopped_answering(self, err: BaseException) -> EngineUnavailable:
+        """The error for a server that went away (or stopped answering) in the middle of a call, after
+        it had answered the connect: what was asked may or may not have been done, and a rerun finds out."""
+        return EngineUnavailable("keep talking to", f"{self.engine} instance {self.name!r} at {self.address}",
+                                 f"it stopped answering in the middle of the call ({first_line(err)})",
+                                 f"{self.start_hint()}, then run the command again")
 
     @field_validator("host")
     @classmethod

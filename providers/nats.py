@@ -198,15 +198,21 @@ class Session:
     nc: NatsClient
     js: JetStreamContext
     version: tuple[int, int]
+    #: Set once the connection is gone: nats-py leaves a request it sent before then waiting for its timeout.
+    closed: asyncio.Event
 
 
 async def open_session(instance: SharedInstance) -> Session:
     """A new admin connection; EngineUnavailable when the server does not answer."""
     seen: list[Exception] = []
+    closed = asyncio.Event()
 
     async def remember(err: Exception) -> None:
         # nats-py reports why each attempt failed only here; its final error just says "no servers".
         seen.append(err)
+
+    async def gone() -> None:
+        closed.set()
 
     try:
         nc = await nats.connect(
@@ -219,6 +225,8 @@ async def open_session(instance: SharedInstance) -> Session:
             reconnect_time_wait=0.2,
             connect_timeout=CONNECT_TIMEOUT,
             error_cb=remember,
+            disconnected_cb=gone,
+            closed_cb=gone,
         )
     except (nats_errors.Error, OSError, asyncio.TimeoutError) as err:
         cause = seen[-1] if seen else err
@@ -239,7 +247,7 @@ async def open_session(instance: SharedInstance) -> Session:
             "manage", f"nats instance {instance.name!r}",
             f"server {server} has no stream metadata for the ownership marker", "use nats-server 2.10 or newer",
         )
-    return Session(nc=nc, js=nc.jetstream(timeout=API_TIMEOUT), version=(server.major, server.minor))
+    return Session(nc=nc, js=nc.jetstream(timeout=API_TIMEOUT), version=(server.major, server.minor), closed=closed)
 
 
 class Sessions:
@@ -268,7 +276,20 @@ class Sessions:
             return self._loop
 
     async def _call(self, instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
-        return await work(await self._session(instance))
+        """`work`, or EngineUnavailable as soon as the server stops answering (not one API timeout later)."""
+        session = await self._session(instance)
+        working, closing = asyncio.ensure_future(work(session)), asyncio.ensure_future(session.closed.wait())
+        try:
+            await asyncio.wait({working, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+        if not working.done():
+            working.cancel()
+            raise instance.stopped_answering(ConnectionError("the connection closed"))
+        try:
+            return working.result()
+        except (nats_errors.ConnectionClosedError, nats_errors.TimeoutError, asyncio.TimeoutError, OSError) as err:
+            raise instance.stopped_answering(err) from err
 
     async def _session(self, instance: SharedInstance) -> Session:
         key = (instance.address, instance.admin_user, instance.password())

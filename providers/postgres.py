@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
 from providers.credentials import Rotation, login_password, password_for
-from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
@@ -132,7 +132,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             options=admin_options(instance.address),
         )
     except psycopg.OperationalError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         what = f"postgres instance {instance.name!r} at {instance.address}"
         if "too many clients" in str(err) or "connection slots are reserved" in str(err):
             raise EngineUnavailable("connect to", what, first, "the server is out of connection slots: see who holds "
@@ -150,12 +150,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
         except psycopg.OperationalError as err:
             if not conn.broken:
                 raise
-            raise EngineUnavailable(
-                "keep talking to",
-                f"postgres instance {instance.name!r} at {instance.address}",
-                f"the connection was lost: {str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}",
-                "check that it runs (`python -m tools.engines start postgres`), then run `pulumi up` again",
-            ) from err
+            raise instance.stopped_answering(err) from err
 
 
 def password_works(instance: SharedInstance, user: str, password: str) -> bool:

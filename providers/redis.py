@@ -118,7 +118,10 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
             "connect to", f"redis instance {instance.name!r} at {instance.address}", str(err) or type(err).__name__, hint
         ) from err
     with client:
-        yield client
+        try:
+            yield client
+        except (redis_py.ConnectionError, redis_py.TimeoutError) as err:
+            raise instance.stopped_answering(err) from err
 
 
 def _version(client: redis_py.Redis) -> tuple[int, ...]:

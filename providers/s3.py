@@ -28,7 +28,7 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, one_per_key
-from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
@@ -134,7 +134,7 @@ ADMIN_REJECTED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "403")
 
 
 def admin_rejected(instance: SharedInstance, engine: str, err: Exception) -> EngineUnavailable:
-    cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    cause = first_line(err)
     return EngineUnavailable("log in to", f"{engine} instance {instance.name!r} at {instance.address}",
                              f"it refuses the admin credentials ({cause})",
                              f"check devstack:{instance.admin_secret} in the stack config")
@@ -154,9 +154,8 @@ def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
         raise EngineUnavailable("connect to", f"{engine} instance {instance.name!r} at {instance.address}", str(err),
                                 f"check shared.{instance.name}.host and .port in the stack config") from err
     except transport_failures() as err:
-        cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineUnavailable(
-            "connect to", f"{engine} instance {instance.name!r} at {instance.address}", cause,
+            "connect to", f"{engine} instance {instance.name!r} at {instance.address}", first_line(err),
             instance.start_hint(),
         ) from err
 

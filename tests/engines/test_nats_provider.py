@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from typing import Any, Awaitable, Callable
 
 import nats
@@ -13,8 +15,10 @@ from nats.js.api import ConsumerConfig, DiscardPolicy, KeyValueConfig, RePublish
 from nats.js.errors import NotFoundError
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.nats import Consumer, Kv, Stream, run_private, subject_within
+from providers.nats import API_TIMEOUT, Consumer, Kv, Stream, run_private, subject_within
+from providers.nats import run as nats_run
 from tests.engines.conftest import props
+from tests.faults.proxy import Proxy
 
 NATS_URL = "nats://127.0.0.1:24222"
 
@@ -730,6 +734,30 @@ def test_engine_down_names_engine_address_and_fix(configure, owner):
     provider._instances["events"] = provider._instances["events"].model_copy(update={"port": 1})
     with pytest.raises(EngineUnavailable, match=r"nats instance 'events' at 127\.0\.0\.1:1.*tools\.engines start nats"):
         provider.create(checked(provider, props("nats", "events", "stream", owner, owner)))
+
+
+def test_a_server_gone_in_the_middle_of_a_call_is_named_at_once(configure, owner):
+    """Not only at the connect, and not one API timeout later: a request in flight when the connection
+    closes is the engine's error as soon as it closes."""
+    provider = configure(Stream())
+    proxy = Proxy(provider._instances["events"].port).start()
+    instance = provider._instances["events"].model_copy(update={"port": proxy.port})
+
+    async def cut_then_ask(session):
+        reply = asyncio.ensure_future(session.js.stream_info(owner))  # in flight ...
+        await asyncio.sleep(0)
+        await asyncio.get_running_loop().run_in_executor(None, proxy.stop)  # ... when the server goes
+        return await reply
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(EngineUnavailable, match=rf"cannot keep talking to nats instance 'events' at 127\.0\.0\.1:"
+                                                    rf"{proxy.port}: it stopped answering in the middle of the call .*"
+                                                    r"tools\.engines start nats.*then run the command again"):
+            nats_run(instance, cut_then_ask)
+    finally:
+        proxy.stop()
+    assert time.monotonic() - started < API_TIMEOUT / 2
 
 
 def test_wrong_admin_password_says_the_credential_is_rejected(configure, owner):
