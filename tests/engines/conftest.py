@@ -22,6 +22,31 @@ from tests.conftest import configured
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture
+def through_proxy(configure) -> Callable[[KindProvider, str], Any]:
+    """`through_proxy(provider, name)`: the instance `name` as the configured provider sees it, but reached
+    through a loopback proxy the test can stop to take the server away; stopped at the end."""
+    from tests.faults.proxy import Proxy
+
+    proxies = []
+
+    def proxied(provider: KindProvider, name: str):
+        instance = configure(provider)._instances[name]
+        proxies.append(Proxy(instance.port).start())
+        return instance.model_copy(update={"port": proxies[-1].port}), proxies[-1]
+
+    yield proxied
+    for proxy in proxies:
+        proxy.stop()
+
+
+def stopped_answering(engine: str, name: str, port: int) -> str:
+    """The message (a regex) of an instance that went away in the middle of a call."""
+    return (rf"cannot keep talking to {engine} instance '{name}' at 127\.0\.0\.1:{port}: it stopped answering in "
+            rf"the middle of the call .*start it with `python -m tools\.engines start {engine}`, or fix "
+            rf"shared\.{name}\.host and \.port .*then run the command again")
+
+
 @pytest.fixture(scope="session")
 def admin():
     from tools.engines.credentials import admin_credentials

@@ -10,8 +10,7 @@ from psycopg import sql
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.postgres import Database, admin_connection
-from tests.engines.conftest import props
-from tests.faults.proxy import Proxy
+from tests.engines.conftest import props, stopped_answering
 
 PG = {"host": "127.0.0.1", "port": 25432}
 
@@ -131,21 +130,13 @@ def test_engine_down_names_engine_address_and_fix(configure, owner, local_worksp
         provider.create(props("postgres", "pg", "database", owner, owner))
 
 
-def test_a_server_gone_in_the_middle_of_a_call_is_named_with_its_fix(configure):
+def test_a_server_gone_in_the_middle_of_a_call_is_named_with_its_fix(through_proxy):
     """Not only at the connect: a server that goes away under an open connection is the engine's error."""
-    provider = configure(Database())
-    proxy = Proxy(provider._instances["pg"].port).start()
-    instance = provider._instances["pg"].model_copy(update={"port": proxy.port})
-    try:
-        with pytest.raises(EngineUnavailable, match=rf"cannot keep talking to postgres instance 'pg' at 127\.0\.0\.1:"
-                                                    rf"{proxy.port}: it stopped answering in the middle of the call .*"
-                                                    r"start it with `python -m tools\.engines start postgres`, or fix "
-                                                    r"shared\.pg\.host and \.port .*then run the command again"):
-            with admin_connection(instance) as conn:
-                proxy.stop()
-                conn.execute("SELECT 1")
-    finally:
-        proxy.stop()
+    instance, proxy = through_proxy(Database(), "pg")
+    with pytest.raises(EngineUnavailable, match=stopped_answering("postgres", "pg", proxy.port)):
+        with admin_connection(instance) as conn:
+            proxy.stop()
+            conn.execute("SELECT 1")
 
 
 def test_a_host_that_names_no_address_is_a_config_fix_not_a_start(configure, owner):

@@ -21,8 +21,7 @@ from psycopg import sql
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.postgres import Database
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY, AclUser, RedisIndex, admin_client
-from tests.engines.conftest import ROOT, props
-from tests.faults.proxy import Proxy
+from tests.engines.conftest import ROOT, props, stopped_answering
 
 REDIS = {"host": "127.0.0.1", "port": 26379}
 ACL_FILE = ROOT / ".devstack" / "engines" / "redis" / "users.acl"
@@ -288,20 +287,13 @@ def test_engine_down_names_engine_address_and_fix(configure, owner):
     assert time.monotonic() - started < 5  # no retry loop with backoff
 
 
-def test_a_server_gone_in_the_middle_of_a_call_is_named_not_a_traceback(configure):
+def test_a_server_gone_in_the_middle_of_a_call_is_named_not_a_traceback(through_proxy):
     """Not only at the connect: a server that goes away between the PING and a command is the engine's error."""
-    provider = configure(RedisIndex())
-    proxy = Proxy(provider._instances["cache"].port).start()
-    instance = provider._instances["cache"].model_copy(update={"port": proxy.port})
-    try:
-        with pytest.raises(EngineUnavailable, match=rf"cannot keep talking to redis instance 'cache' at 127\.0\.0\.1:"
-                                                    rf"{proxy.port}: it stopped answering in the middle of the call .*"
-                                                    r"tools\.engines start redis.*then run the command again"):
-            with admin_client(instance) as client:
-                proxy.stop()
-                client.hget(ALLOCATIONS_KEY, "anyone")
-    finally:
-        proxy.stop()
+    instance, proxy = through_proxy(RedisIndex(), "cache")
+    with pytest.raises(EngineUnavailable, match=stopped_answering("redis", "cache", proxy.port)):
+        with admin_client(instance) as client:
+            proxy.stop()
+            client.hget(ALLOCATIONS_KEY, "anyone")
 
 
 def test_another_engine_at_the_address_is_named_as_such_not_a_traceback(configure, owner):
