@@ -331,6 +331,21 @@ def bucket_tags(s3: BaseClient, bucket: str) -> dict[str, str]:
         raise
 
 
+def delete_bucket(s3: BaseClient, bucket: str) -> None:
+    """DeleteBucket, its tags first: moto keeps a deleted bucket's tags and gives them to the next bucket
+    made under its name, which would then carry our marker (gc would drop someone's new bucket as our
+    orphan, a create would adopt it). A bucket that refuses to go gets its tags back."""
+    tags = bucket_tags(s3, bucket)
+    if tags:
+        s3.delete_bucket_tagging(Bucket=bucket)
+    try:
+        s3.delete_bucket(Bucket=bucket)
+    except boto_errors.ClientError as err:
+        if tags and error_code(err) != "NoSuchBucket":
+            s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tag_list(tags)})
+        raise
+
+
 def _versioning(s3: BaseClient, bucket: str) -> str | None:
     """"Enabled", "Suspended", or None for a bucket never versioned."""
     return s3.get_bucket_versioning(Bucket=bucket).get("Status")
@@ -470,7 +485,7 @@ class Bucket(GuardedKind):
             self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted)
         except boto_errors.ClientError as err:
             if not adopted:
-                s3.delete_bucket(Bucket=bucket)  # made by this call, still empty: not left unmarked
+                delete_bucket(s3, bucket)  # made by this call, still empty: not left unmarked
             if error_code(err) in ("InvalidTag", "MalformedXML", "InvalidArgument"):
                 raise InvalidSpec("create", f"bucket {ident}", f"params.tags: the engine refused them ({err})",
                                   "change the tags; nothing was left behind") from err
@@ -512,7 +527,7 @@ class Bucket(GuardedKind):
         for _ in range(REMOVE_ATTEMPTS):
             empty_bucket(s3, bucket, bypass_retention=bool(observed.params.get("object_lock")))
             try:
-                s3.delete_bucket(Bucket=bucket)
+                delete_bucket(s3, bucket)
                 return
             except boto_errors.ClientError as err:
                 if error_code(err) == "NoSuchBucket":

@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from providers.base import KindProvider
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.localstack import LocalstackBucket, Queue, Stream, Table, Topic
+from providers.s3 import bucket_tags
 from tests.engines.conftest import props
 
 AWS_ENDPOINT = "http://127.0.0.1:24566"
@@ -776,6 +777,21 @@ def test_bucket_adoption_refuses_a_different_object_lock(provider_for, owner):
         oob.s3.put_object(Bucket=name, Key="k", Body=b"v")
         bucket.delete("id", {**outs, "purge": True})  # locked buckets (no retention set) still purge
         assert not oob.exists(name)
+    finally:
+        oob.cleanup(name)
+
+
+def test_a_purged_buckets_marker_does_not_pass_to_the_next_bucket_of_its_name(provider_for, owner):
+    """moto keeps a deleted bucket's tags and hands them to the next bucket made under the name: one made
+    by hand after a purge would carry the marker, and gc --prune would drop it, data and all, as an orphan."""
+    bucket, oob = provider_for(LocalstackBucket), BucketOutOfBand()
+    name = f"{owner}-b1"
+    try:
+        outs = bucket.create(checked(bucket, "b1", owner, {}, purge=True)).outs
+        bucket.delete("id", outs)
+        oob.s3.create_bucket(Bucket=name)  # someone's own, afterwards
+        assert bucket_tags(oob.s3, name) == {}
+        assert bucket.read("id", outs).id == ""  # not ours: a refresh drops it from the ledger
     finally:
         oob.cleanup(name)
 
