@@ -105,15 +105,19 @@ ADMIN_SETTINGS = (
     r"default_transaction_isolation=read\ committed", "statement_timeout=0", "lock_timeout=0",
     "idle_in_transaction_session_timeout=0", "local_preload_libraries=",
 )
-#: Pinned too from the server version that has them (an unknown one refuses the session).
-ADMIN_SETTINGS_SINCE = {14: ("idle_session_timeout=0",)}
+#: The server ends an admin session idle this long (PostgreSQL 14 and later). devstack's own never idle
+#: that long (one per call, closed after it); one whose client died without closing its socket (a
+#: machine gone, a half-open connection) would otherwise hold the DDL lock, and stall every stack's
+#: PostgreSQL change on the server, for as long as TCP takes to notice: hours.
+ADMIN_IDLE_LIMIT = "60s"
 #: Server major versions by address, learnt from the first admin session (always in `postgres`).
 _majors: dict[str, int] = {}
 
 
 def admin_options(address: str) -> str:
     major = _majors.get(address, 0)
-    settings = ADMIN_SETTINGS + tuple(s for since, extra in ADMIN_SETTINGS_SINCE.items() if major >= since for s in extra)
+    # Pinned like the rest (an unknown setting refuses the session, so only where the server has it).
+    settings = ADMIN_SETTINGS + ((f"idle_session_timeout={ADMIN_IDLE_LIMIT}",) if major >= 14 else ())
     return " ".join(f"-c {setting}" for setting in settings)
 
 

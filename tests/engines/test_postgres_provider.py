@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
+from providers import postgres
 from providers.postgres import Database, admin_connection
 from tests.engines.conftest import props, stopped_answering
 
@@ -137,6 +139,31 @@ def test_a_server_gone_in_the_middle_of_a_call_is_named_with_its_fix(through_pro
         with admin_connection(instance) as conn:
             proxy.stop()
             conn.execute("SELECT 1")
+
+
+def test_an_admin_session_left_idle_holding_the_ddl_lock_is_ended_by_the_server(configure, monkeypatch):
+    """A provider whose client died without closing its socket (a machine gone) leaves its session idle on
+    the server; holding the DDL lock, it stalled every stack's PostgreSQL change until TCP noticed: hours."""
+    monkeypatch.setattr(postgres, "ADMIN_IDLE_LIMIT", "1s", raising=False)  # 60s in earnest
+    instance = configure(Database())._instances["pg"]
+    with admin_connection(instance):
+        pass  # learns the server's version, as any earlier call would have
+    changed = threading.Event()
+
+    def change() -> None:
+        with admin_connection(instance) as conn, postgres.ddl_lock(conn):
+            changed.set()
+
+    with admin_connection(instance) as silent:
+        silent.execute("SELECT pg_advisory_lock(%s)", (postgres.DDL_LOCK_KEY,))  # then says nothing more
+        threading.Thread(target=change, daemon=True).start()
+        try:
+            assert changed.wait(15), "the change still waits for the idle session's DDL lock"
+        finally:
+            if not changed.is_set():
+                with admin_connection(instance) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (silent.info.backend_pid,))
+            changed.wait(5)
 
 
 def test_a_host_that_names_no_address_is_a_config_fix_not_a_start(configure, owner):
