@@ -111,6 +111,7 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                     "cut short, a comment its owner rewrote, or a database made by hand for that role)")
                 found.append(Found("postgres", instance.name, "database", name, owner,
                                    postgres.database_workspace(recorded), doubt=doubt))
+            found += _databases_dropped_but_their_role(conn, instance)
         if kinds & {"role", "user"}:
             rows = conn.execute(
                 "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') FROM pg_roles "
@@ -121,6 +122,18 @@ def scan_postgres(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                 if kind in kinds:
                     found.append(_pg_found(instance, kind, name, comment))
     return found
+
+
+def _databases_dropped_but_their_role(conn: Any, instance: SharedInstance) -> list[Found]:
+    """A purge cut short between DROP DATABASE and DROP ROLE leaves the project's LOGIN role, password
+    and all, owning nothing; a refresh then forgets the database. Listed as that database, so gc
+    --prune finishes the drop (the provider drops such a role when the database is gone)."""
+    rows = conn.execute(
+        "SELECT r.rolname, shobj_description(r.oid, 'pg_authid') FROM pg_roles r "
+        "WHERE r.rolcanlogin AND NOT EXISTS (SELECT 1 FROM pg_database d WHERE d.datdba = r.oid) ORDER BY 1"
+    ).fetchall()
+    return [Found("postgres", instance.name, "database", name, marker_owner(comment), marker_field(comment, "stack"))
+            for name, comment in rows if marker_owner(comment) is not None and _role_kind(comment, True) is None]
 
 
 def _role_kind(comment: str | None, login: bool) -> str | None:

@@ -652,9 +652,11 @@ class Database(KindProvider):
         database, role = identifier(ident.name), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
             if not _database_exists(conn, database):
-                # A drop cut short after DROP DATABASE: its LOGIN role (with a password) must go too.
+                # A drop cut short after DROP DATABASE: its LOGIN role (with a password) must go too,
+                # and then the drop is done (gc lists such a role as the database).
                 if _project_role_is_ours(conn, ident) and not _owns_a_database(conn, role):
                     _drop_role(instance, conn, role, None)
+                    return
                 raise NotFound("drop", f"database {ident}", "it does not exist")
             # Re-created by someone else since the last refresh: never drop theirs.
             self._check_database_owner(conn, ident, database, "drop")

@@ -461,6 +461,30 @@ def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provide
         drop_quietly(config, "postgres", "pg", "database", p, p)
 
 
+def test_a_login_role_a_cut_purge_left_without_its_database_is_an_orphan_that_prune_drops(admin, local_shared):
+    """A purge cut between DROP DATABASE and DROP ROLE leaves the project's LOGIN role, password and all;
+    the refresh `devstack recover` runs then forgets the database. gc lists what is left as that
+    database, and --prune finishes the drop."""
+    from devstack.scan import scan
+
+    p = f"c{token()}"
+    config = workspace_config(local_shared, admin, "cut", [])
+    instance = instances_from_config(config)["pg"]
+    create(config, "postgres", "pg", "database", p, p, "cut@c0ffee")
+    try:
+        with _pg(instance) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(p)))  # the purge, cut right after
+        found = [f for f in scan(instance, {"database"}) if f.engine_name == p]
+        assert [(f.owner, f.stack) for f in found] == [(p, "cut@c0ffee")]
+        report = gc.reconcile("cut", "cut@c0ffee", ledger.validate_filters("postgres", "database", p), config, {p}, [])
+        assert [o.engine_name for o in report.orphans] == [p]
+        assert gc.prune(config, report.orphans) == ([f"postgres/pg/database/{p}@{p}"], [])
+        with _pg(instance) as conn:
+            assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (p,)).fetchone() is None
+    finally:
+        drop_quietly(config, "postgres", "pg", "database", p, p)
+
+
 def test_a_user_made_anew_by_hand_under_a_stale_registry_marker_is_never_an_orphan(admin, local_shared):
     """Redis and MinIO keep a user's marker apart from it. The user deleted out of band and one of that
     name made again by hand (other rules, no devstack policy): the marker no longer fits, so the user
