@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -432,22 +434,33 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
     assert [f.stack for f in live] == ["elsewhere@beef00"]
 
 
+@contextmanager
+def database_cut_short(local_shared, admin, workspace: str, statement: str) -> Iterator[tuple[dict, Any, str]]:
+    """(config, instance, project): a fresh project's database marked for `<workspace>@c0ffee`, then
+    `statement` (`{}`: the database) run on it as a create or a purge cut short leaves it. The scan
+    still finds it, for that project and workspace; whatever is left is dropped at the end."""
+    from devstack.scan import scan
+
+    p = f"c{token()}"
+    config = workspace_config(local_shared, admin, workspace, [])
+    instance = instances_from_config(config)["pg"]
+    create(config, "postgres", "pg", "database", p, p, f"{workspace}@c0ffee")
+    try:
+        with _pg(instance) as conn:
+            conn.execute(sql.SQL(statement).format(sql.Identifier(p)))
+        found = [f for f in scan(instance, {"database"}) if f.engine_name == p]
+        assert [(f.owner, f.stack) for f in found] == [(p, f"{workspace}@c0ffee")]
+        yield config, instance, p
+    finally:
+        drop_quietly(config, "postgres", "pg", "database", p, p)
+
+
 def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provider_says(admin, local_shared):
     """CREATE DATABASE cannot share a transaction with its COMMENT: a create cut between them leaves the
     database bare, and the provider takes it for the project whose role owns it. So does gc: in the
     ledger it is managed, not foreign and stale at once (which no refresh or up would ever clear).
     Outside the ledger it is never an orphan to prune: one made by hand for that role looks the same."""
-    from devstack.scan import scan
-
-    p = f"b{token()}"
-    config = workspace_config(local_shared, admin, "bare", [])
-    instance = instances_from_config(config)["pg"]
-    create(config, "postgres", "pg", "database", p, p, "bare@c0ffee")
-    try:
-        with _pg(instance) as conn:
-            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS NULL").format(sql.Identifier(p)))
-        found = [f for f in scan(instance, {"database"}) if f.engine_name == p]
-        assert [(f.owner, f.stack) for f in found] == [(p, "bare@c0ffee")]
+    with database_cut_short(local_shared, admin, "bare", "COMMENT ON DATABASE {} IS NULL") as (config, instance, p):
         ident = Identity("postgres", "pg", "database", p, p)
         assert ledger.configured_provider(config, "postgres", "database").observe(instance, ident).owner == p
         filters = ledger.validate_filters("postgres", "database", p)
@@ -457,32 +470,18 @@ def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provide
         assert (managed.managed, managed.stale, managed.foreign) == (1, [], [])
         outside = gc.reconcile("bare", "bare@c0ffee", filters, config, set(), [])
         assert outside.orphans == [] and [o.engine_name for o in outside.other_workspaces] == [p]
-    finally:
-        drop_quietly(config, "postgres", "pg", "database", p, p)
 
 
 def test_a_login_role_a_cut_purge_left_without_its_database_is_an_orphan_that_prune_drops(admin, local_shared):
     """A purge cut between DROP DATABASE and DROP ROLE leaves the project's LOGIN role, password and all;
     the refresh `devstack recover` runs then forgets the database. gc lists what is left as that
     database, and --prune finishes the drop."""
-    from devstack.scan import scan
-
-    p = f"c{token()}"
-    config = workspace_config(local_shared, admin, "cut", [])
-    instance = instances_from_config(config)["pg"]
-    create(config, "postgres", "pg", "database", p, p, "cut@c0ffee")
-    try:
-        with _pg(instance) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(p)))  # the purge, cut right after
-        found = [f for f in scan(instance, {"database"}) if f.engine_name == p]
-        assert [(f.owner, f.stack) for f in found] == [(p, "cut@c0ffee")]
+    with database_cut_short(local_shared, admin, "cut", "DROP DATABASE {}") as (config, instance, p):  # the purge
         report = gc.reconcile("cut", "cut@c0ffee", ledger.validate_filters("postgres", "database", p), config, {p}, [])
         assert [o.engine_name for o in report.orphans] == [p]
         assert gc.prune(config, report.orphans) == ([f"postgres/pg/database/{p}@{p}"], [])
         with _pg(instance) as conn:
             assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (p,)).fetchone() is None
-    finally:
-        drop_quietly(config, "postgres", "pg", "database", p, p)
 
 
 def test_a_user_made_anew_by_hand_under_a_stale_registry_marker_is_never_an_orphan(admin, local_shared):
