@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -304,6 +305,79 @@ def test_a_tenant_acl_user_reads_in_sync_after_restarts(engines_dir):
             assert provider.diff(created.id, live, inputs).changes is False
     finally:
         provider.delete(created.id, created.outs)
+
+
+def _acl_user_provider(name: str):
+    user, password = CREDS["redis"]
+    shared = {"cache": {"engine": "redis", "port": PORTS["redis"], "adminUser": user, "adminSecret": "redisAdmin"}}
+    provider = configured(AclUser(), {"shared": shared}, {"redis": password})
+    return provider, provider.check({}, props("redis", "cache", "acl_user", name, name, purge=True)).inputs
+
+
+def _kill_and_wait(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(100):  # bounded: 5s
+        if start_time(pid) is None:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"pid {pid} outlived SIGKILL")
+
+
+def test_a_tenant_acl_user_stays_the_projects_after_redis_is_killed(engines_dir):
+    """The user reaches the ACL file at once (ACL SAVE); its ownership marker, a key, must be as durable.
+    With snapshots alone a kill kept the user and lost the marker, and every later create of it was a
+    Conflict with "something devstack does not manage"."""
+    provider, inputs = _acl_user_provider("killed")
+    created = provider.create(inputs)
+    try:
+        _kill_and_wait(pid_file(engines_dir, "redis")[0])
+        assert run_cli(engines_dir, "start", "redis").returncode == 0
+        assert provider.read(created.id, created.outs).outs["aclInSync"] is True
+        assert provider.create(inputs).outs["user"] == created.outs["user"]  # adopted, as before the kill
+    finally:
+        provider.delete(created.id, created.outs)
+
+
+def test_redis_data_from_snapshots_alone_is_kept_when_the_append_only_file_is_turned_on(engines_dir):
+    """An engine dir from an earlier release holds a snapshot and no append-only file: started with
+    appendonly on, Redis would come up empty. It starts from the snapshot and writes the file itself."""
+    user, password = CREDS["redis"]
+    data = engines_dir / "redis" / "data"
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
+        admin.set("from-a-snapshot", "1")
+        admin.save()
+    assert run_cli(engines_dir, "stop", "redis").returncode == 0
+    shutil.rmtree(data / "appendonlydir")
+    assert (data / "dump.rdb").exists()
+    assert run_cli(engines_dir, "start", "redis").returncode == 0
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
+        assert admin.get("from-a-snapshot") == b"1" and admin.config_get("appendonly")["appendonly"] == "yes"
+        admin.set("after-the-switch", "1")
+    assert (data / "appendonlydir").is_dir()
+    _kill_and_wait(pid_file(engines_dir, "redis")[0])
+    assert run_cli(engines_dir, "start", "redis").returncode == 0
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
+        assert admin.mget("from-a-snapshot", "after-the-switch") == [b"1", b"1"]
+        admin.delete("from-a-snapshot", "after-the-switch")
+
+
+def test_reset_redis_forgets_tenant_users_with_their_markers(engines_dir):
+    """`reset` deletes the data, the markers with it: the tenant users they made the projects' go too,
+    so the next up makes them again instead of finding names no project owns."""
+    user, password = CREDS["redis"]
+    provider, inputs = _acl_user_provider("reset")
+    username = provider.create(inputs).outs["user"]
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
+        admin.set("engines-test", "1")  # put back below: the restart tests before this one read it
+    assert run_cli(engines_dir, "stop", "redis").returncode == 0
+    assert run_cli(engines_dir, "reset", "redis").returncode == 0
+    assert run_cli(engines_dir, "start", "redis").returncode == 0
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
+        assert username not in admin.acl_users() and admin.get("engines-test") is None
+        assert user in admin.acl_users()  # the admin is written anew from the credential
+        admin.set("engines-test", "1")
+    created = provider.create(inputs)
+    provider.delete(created.id, created.outs)
 
 
 async def _nats_connect(user: str, password: str) -> None:

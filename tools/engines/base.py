@@ -153,12 +153,21 @@ class Engine:
         return EngineStatus(self.name, pid is not None, healthy, self.address, pid, self.data_dir)
 
     def reset(self) -> str:
-        """Delete this engine's data dir (only it); refuses while the engine runs."""
+        """Delete this engine's data (`reset_paths`, nothing else); refuses while the engine runs."""
         with self._locked():
             if self.running_pid() is not None:
                 raise self.error("reset", f"it is running; stop it first: python -m tools.engines stop {self.name}")
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-        return f"{self.name}: deleted {self.data_dir}"
+            paths = self.reset_paths()
+            for path in paths:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        return f"{self.name}: deleted {', '.join(str(path) for path in paths)}"
+
+    def reset_paths(self) -> list[Path]:
+        """What `reset` deletes: the data dir, and anything that means nothing without it."""
+        return [self.data_dir]
 
     # --- helpers -------------------------------------------------------
     def _start(self, credential: Credential | None) -> str:

@@ -4,6 +4,12 @@ Not the Debian service: a separate process with its config, ACL file, data,
 log and pid file under the engine dir. Auth is ACL-only: the `default` user
 is off, and the admin user's password is stored as a SHA-256 hash (`#<hex>`)
 in a 0600 ACL file, so no plaintext password is ever written.
+
+Every write goes to the append-only file before it is answered. The
+provider's ownership markers are plain keys beside tenants' data, while the
+tenant users they own go to the ACL file at once (ACL SAVE): with snapshots
+alone, a crash kept the users and lost the markers, and the users' names
+then belonged to "something devstack does not manage" for good.
 """
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import hashlib
 import re
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import redis as redis_py  # the client library; absolute import, not this module
@@ -47,8 +54,18 @@ class Redis(Engine):
         if shutil.which(BINARY) is None:
             raise self.error("start", "redis-server is not installed; run tools/engines/install.sh")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(self._config())
+        self.config_file.write_text(self._config(append_only=not self._snapshot_only_data()))
         write_private(self.acl_file, _acl(credential, self._tenant_users()))
+
+    def _snapshot_only_data(self) -> bool:
+        """Data an earlier release left as a snapshot alone. Started with appendonly on, Redis would
+        ignore it and start empty; so it starts without, and `_append_every_write` turns it on."""
+        return (self.data_dir / "dump.rdb").exists() and not (self.data_dir / "appendonlydir").exists()
+
+    def reset_paths(self) -> list[Path]:
+        # The tenant users go with the markers that made them the projects': kept alone, their
+        # names could never be made again.
+        return [*super().reset_paths(), self.acl_file]
 
     def _tenant_users(self) -> list[str]:
         """ACL lines of tenant users (saved by the provider with ACL SAVE): they survive a restart."""
@@ -82,6 +99,7 @@ class Redis(Engine):
             with redis_py.Redis(host=HOST, port=self.port, username=credential.user,
                                 password=credential.password, socket_timeout=2, retry=None) as client:
                 client.ping()
+                self._append_every_write(client)
         except redis_py.AuthenticationError:
             raise self.error("apply the admin credential to",
                              "the running server has another admin password; restart it to re-apply: "
@@ -89,7 +107,22 @@ class Redis(Engine):
                              ) from None
         return False
 
-    def _config(self) -> str:
+    def _append_every_write(self, client: redis_py.Redis) -> None:
+        """Turn the append-only file on in a server started without it (from a snapshot alone, or by an
+        earlier release): Redis writes it from the data in memory. Waits, bounded, until it is written."""
+        if client.config_get("appendonly").get("appendonly") == "yes":
+            return
+        client.config_set("appendfsync", "always")
+        client.config_set("appendonly", "yes")
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            persistence = client.info("persistence")
+            if not persistence.get("aof_rewrite_in_progress") and not persistence.get("aof_rewrite_scheduled"):
+                return
+            time.sleep(0.05)
+        raise self.error("turn on", "the append-only file was not written in time")
+
+    def _config(self, append_only: bool) -> str:
         return "\n".join([
             f"bind {HOST}",
             f"port {self.port}",
@@ -98,6 +131,8 @@ class Redis(Engine):
             'logfile ""',  # stdout, which the launcher sends to the engine log
             f"dir {self.data_dir}",
             f"aclfile {self.acl_file}",
+            f"appendonly {'yes' if append_only else 'no'}",
+            "appendfsync always",
             # One logical db per project's redis_index: 16 runs out quickly on a shared server.
             "databases 64",
             'proc-title-template "{title} {listen-addr} {config-file}"',
