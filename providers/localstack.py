@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers import s3
 from providers.base import KindProvider, Observed
-from providers.errors import EngineUnavailable, InvalidSpec, NotFound
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
@@ -422,6 +422,18 @@ class Stream(_AwsKind):
             params={"shard_count": shards, "retention_hours": summary.get("RetentionPeriodHours")},
             attributes={**location(instance), "stream": name, "streamArn": summary["StreamARN"]},
         )
+
+    def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
+        conflict = super()._conflict(verb, ident, observed)
+        if verb != "create" or observed.owner is not None:
+            return conflict
+        # moto ignores CreateStream's tags and converge adds them after: a create cut between the two
+        # leaves an untagged stream, which devstack must not take for its own (one made by hand looks the same).
+        name, instance = self.engine_name(ident.name, ident.owner), self._instances[ident.instance]
+        if s3.aws_client(instance, "kinesis").list_tags_for_stream(StreamName=name).get("Tags"):
+            return conflict
+        return Conflict(verb, conflict.what, conflict.cause,
+                        s3.cut_short_hint("untagged", instance, f"kinesis delete-stream --stream-name {name}"))
 
     def make(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str | None) -> None:
         name, kinesis = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "kinesis")

@@ -331,6 +331,14 @@ def bucket_tags(s3: BaseClient, bucket: str) -> dict[str, str]:
         raise
 
 
+def cut_short_hint(state: str, instance: SharedInstance, aws_command: str) -> str:
+    """The hint of a create's Conflict with an object that may be a create cut short: made, not yet tagged."""
+    return (f"it is {state}, as a create cut short leaves it, or as another stack's create leaves it for a "
+            f"moment: if it is still so in a minute, remove it with the instance's admin credentials (`aws "
+            f"--endpoint-url {endpoint_of(instance)} {aws_command}`) and run `pulumi up` again; otherwise choose "
+            "another `name` for this resource; nothing was changed")
+
+
 def delete_bucket(s3: BaseClient, bucket: str) -> None:
     """DeleteBucket, its tags first: moto keeps a deleted bucket's tags and gives them to the next bucket
     made under its name, which would then carry our marker (gc would drop someone's new bucket as our
@@ -457,14 +465,12 @@ class Bucket(GuardedKind):
             return conflict
         # S3 makes a bucket and tags it in two calls: one cut between them leaves an empty, untagged
         # bucket, which devstack must not take for its own (a bucket made by hand looks the same).
-        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(self._instances[ident.instance], "s3")
+        instance = self._instances[ident.instance]
+        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
         if s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount"):
             return conflict
         return Conflict(verb, conflict.what, conflict.cause,
-                        f"it is empty and untagged, as a create cut short leaves it, or as another stack's create "
-                        f"leaves it for a moment: if it is still untagged in a minute, remove it (`aws s3 rb "
-                        f"s3://{bucket}` or `mc rb`) and run `pulumi up` again; otherwise choose another `name` for "
-                        f"this resource; nothing was changed")
+                        cut_short_hint("empty and untagged", instance, f"s3 rb s3://{bucket}"))
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]

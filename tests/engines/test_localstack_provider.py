@@ -540,6 +540,26 @@ def test_a_stream_switched_to_on_demand_is_drift_and_provisioned_again(provider_
         oob.cleanup(name)
 
 
+def test_an_untagged_stream_is_foreign_but_the_message_shows_the_way_out(provider_for, owner):
+    """moto ignores CreateStream's tags: a create cut before they are added leaves an untagged stream, as one
+    made by hand looks. Not taken for ours, but the error says how to get past it: not "choose another name"."""
+    stream, oob = provider_for(Stream), StreamOutOfBand()
+    name = f"{owner}-clicks"
+    oob.foreign(name)
+    try:
+        with pytest.raises(Conflict, match="it is untagged, as a create cut short leaves it") as refused:
+            stream.create(checked(stream, "clicks", owner, {}))
+        assert (f"`aws --endpoint-url {AWS_ENDPOINT} kinesis delete-stream --stream-name {name}`"
+                in str(refused.value))
+        oob.kinesis.add_tags_to_stream(StreamName=name, Tags={"team": "payments"})  # someone's, plainly
+        with pytest.raises(Conflict) as refused:
+            stream.create(checked(stream, "clicks", owner, {}))
+        assert "cut short" not in str(refused.value) and "choose another `name`" in str(refused.value)
+        assert oob.tags(name) == {"team": "payments"}  # nothing was changed
+    finally:
+        oob.cleanup(name)
+
+
 def test_a_dead_letter_queue_or_policy_set_outside_is_drift_and_removed(provider_for, owner):
     """A RedrivePolicy moves the queue's messages to any queue, another project's too."""
     queue, oob = provider_for(Queue), QueueOutOfBand()

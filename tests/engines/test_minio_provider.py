@@ -670,7 +670,8 @@ def test_an_empty_untagged_bucket_is_foreign_but_the_message_shows_the_way_out(c
     try:
         with pytest.raises(Conflict, match="empty and untagged, as a create cut short leaves it") as refused:
             provider.create(inputs)
-        assert f"s3://{name}" in str(refused.value)
+        endpoint = f"http://127.0.0.1:{configure(MinioBucket())._instances['objects'].port}"
+        assert f"`aws --endpoint-url {endpoint} s3 rb s3://{name}`" in str(refused.value)
         oob.s3.put_object(Bucket=name, Key="k", Body=b"v")
         with pytest.raises(Conflict) as refused:
             provider.create(inputs)
