@@ -280,11 +280,12 @@ class Sessions:
         session = await self._session(instance)
         working, closing = asyncio.ensure_future(work(session)), asyncio.ensure_future(session.closed.wait())
         try:
-            await asyncio.wait({working, closing}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
+            done, _ = await asyncio.wait({working, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # the loser, or both when this call is itself cancelled
             closing.cancel()
-        if not working.done():
-            working.cancel()
+            if not working.done():
+                working.cancel()
+        if working not in done:
             raise instance.stopped_answering(ConnectionError("the connection closed"))
         try:
             return working.result()
