@@ -539,7 +539,7 @@ class Database(KindProvider):
                     conn.execute(sql.SQL("CREATE COLLATION pg_temp.devstack_locale_probe (LOCALE = {})")
                                  .format(sql.Literal(spec.locale)))
             except psycopg.errors.InvalidParameterValue as err:
-                return [("locale", f"the server has no locale {spec.locale!r} ({str(err).strip().splitlines()[0]})",
+                return [("locale", f"the server has no locale {spec.locale!r} ({first_line(err)})",
                          "set params.locale to one the server has: `locale -a` on its machine; C.UTF-8 always works")]
         return []
 
@@ -609,12 +609,12 @@ class Database(KindProvider):
                         )
                     )
                 except (psycopg.errors.WrongObjectType, psycopg.errors.InvalidParameterValue) as err:
-                    if made_role:  # a role without its database would be left to nobody: gc cannot see it
+                    if made_role:  # a role without its database would be left to nobody
                         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
                     raise InvalidSpec(
                         "create", f"database {ident}",
                         f"the server refused params.locale {spec.locale!r} with params.encoding {spec.encoding!r}: "
-                        f"{str(err).strip().splitlines()[0]}",
+                        f"{first_line(err)}",
                         "set params.locale to a locale the server has (`locale -a` on its machine; C.UTF-8 always "
                         "works) whose codeset is the encoding; nothing was created",
                     ) from err
