@@ -617,22 +617,18 @@ def configured_provider(config: Mapping[str, Any], engine: str, kind: str):
     return provider
 
 
-def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, Any], *,
-              workspace_checked: bool = False) -> bool:
+def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, Any]) -> bool:
     """Drop one resource's data through its provider: one engine call. False when it was already gone.
 
     Raises IdentityConflict when the engine gives it to someone else, another
     workspace included (nothing dropped), EngineError when the engine fails.
-    `workspace_checked`: the caller has just refused other workspaces' resources
-    itself (a purging destroy checks all before dropping any), so skip that read.
     """
     from providers import errors as perr
 
     provider = configured_provider(config, ident.engine, ident.kind)
     try:
         instance = provider._instance(ident, "drop")
-        if not workspace_checked:
-            provider.refuse_another_workspaces(instance, ident, props)
+        provider.refuse_another_workspaces(instance, ident, props)
         provider.drop(instance, ident, {**props, **ident.as_props(), "purge": True})
     except perr.NotFound:
         return False
@@ -873,7 +869,7 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
         _refuse_other_workspaces(config, tracked)
         for t in drop_order(tracked):
             try:
-                (dropped if drop_data(config, t.ident, t.props, workspace_checked=True) else gone).append(str(t.ident))
+                (dropped if drop_data(config, t.ident, t.props) else gone).append(str(t.ident))
             except (IdentityConflict, EngineError) as err:
                 if not dropped:
                     raise
