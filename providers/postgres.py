@@ -151,6 +151,10 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
     with conn:
         try:
             yield conn
+        except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
+            raise EngineUnavailable("keep talking to", f"postgres instance {instance.name!r} at {instance.address}",
+                                    f"it ended this admin session after it sat idle for {ADMIN_IDLE_LIMIT} "
+                                    f"({first_line(err)})", "nothing more was changed; run it again") from err
         except psycopg.OperationalError as err:
             if not conn.broken:
                 raise
@@ -398,9 +402,7 @@ def _release_role(instance: SharedInstance, conn: psycopg.Connection, role: str,
             raise Conflict("release", f"role {role!r}", f"{where} holds grants to it and refuses every session "
                            "(ALLOW_CONNECTIONS false)", f"run it again once {where} lets sessions in (the next "
                            "up of its workspace does)")
-        with admin_connection(instance, database) as other, _bounded(role, where):
-            # A session of its own: the wait ddl_lock sets on `conn` does not reach it.
-            other.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
+        with _tenant_database(instance, database) as other, _bounded(role, where):
             _reassign_and_drop_owned(other, role, heir)
     with _bounded(role, "another project"):
         _reassign_and_drop_owned(conn, role, heir)  # also revokes grants on shared objects (databases)
@@ -419,6 +421,17 @@ def _drop_role(instance: SharedInstance, conn: psycopg.Connection, role: str, he
                 if attempt == 2:
                     raise Conflict("release", f"role {role!r}", "another project granted it something again meanwhile",
                                    "run it again") from None
+
+
+@contextmanager
+def _tenant_database(instance: SharedInstance, database: str) -> Iterator[psycopg.Connection]:
+    """An admin session in a project's own database, opened while another holds the DDL lock: the wait
+    ddl_lock sets there does not reach this one, so a lock a tenant holds here is waited for at most
+    TENANT_LOCK_WAIT too (then LockNotAvailable, which ddl_lock makes a Conflict). Unbounded, it stalled
+    every stack's change, and the idle session holding the lock outlived ADMIN_IDLE_LIMIT."""
+    with admin_connection(instance, database) as conn:
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
+        yield conn
 
 
 @contextmanager
@@ -793,7 +806,7 @@ def _database_exists(conn: psycopg.Connection, database: str) -> bool:
 
 def _managed_extensions(instance: SharedInstance, database: str) -> list[str]:
     """Extensions devstack installed: those owned by the admin role (a tenant's own are owned by the tenant)."""
-    with admin_connection(instance, database) as conn:
+    with _tenant_database(instance, database) as conn:
         rows = conn.execute(
             "SELECT e.extname FROM pg_extension e JOIN pg_roles r ON r.oid = e.extowner "
             "WHERE r.rolname = current_user AND e.extname <> 'plpgsql' ORDER BY 1"
@@ -841,7 +854,7 @@ def _check_extensions(conn: psycopg.Connection, ident: Identity, wanted: list[st
 def _create_extensions(instance: SharedInstance, database: str, wanted: list[str]) -> None:
     if not wanted:
         return
-    with admin_connection(instance, database) as conn:
+    with _tenant_database(instance, database) as conn:
         # Into the database's public schema, as its owner's own CREATE EXTENSION would put it (not into
         # pg_catalog, first on the admin's path); the scripts run under a search_path PostgreSQL sets.
         conn.execute("SET search_path = public")
@@ -855,7 +868,7 @@ def _drop_extensions(instance: SharedInstance, ident: Identity, database: str, n
     """Drop in one statement (so dependencies among them are fine), never CASCADE into tenant objects."""
     if not names:
         return
-    with admin_connection(instance, database) as conn:
+    with _tenant_database(instance, database) as conn:
         try:
             conn.execute(sql.SQL("DROP EXTENSION IF EXISTS {}").format(sql.SQL(", ").join(map(sql.Identifier, names))))
         except psycopg.errors.DependentObjectsStillExist as err:

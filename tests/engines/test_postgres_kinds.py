@@ -857,6 +857,29 @@ def test_a_lock_a_tenant_holds_on_its_own_database_fails_a_change_soon(database,
         holder.close()
 
 
+@pytest.mark.timeout(120)
+def test_a_tenants_open_transaction_fails_an_extension_change_soon(database, owner, admin_conn):
+    """Extensions are made in a session of the project's own database, beside the one holding the DDL
+    lock: a tenant's uncommitted CREATE EXTENSION there must not stall every stack's change until it ends."""
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    holder = connect(mine)
+    holder.autocommit = False
+    holder.execute("CREATE EXTENSION IF NOT EXISTS pgcrypto")
+    release = threading.Timer(40, holder.rollback)
+    release.start()
+    started = time.monotonic()
+    try:
+        changed = props("postgres", "pg", "database", owner, owner, {"extensions": ["pgcrypto"]})
+        with pytest.raises(Conflict, match="held a lock this change needs"):
+            database.update("id", mine, database.check({}, changed).inputs)
+        assert time.monotonic() - started < 20
+        database.create(props("postgres", "pg", "database", f"{owner}b", f"{owner}b"))  # the DDL lock is free
+    finally:
+        release.cancel()
+        holder.rollback()
+        holder.close()
+
+
 def test_a_tenants_database_settings_never_steer_the_admins_sessions(database, user, owner, admin_conn):
     """The owner of a database may `ALTER DATABASE ... SET` a role, read-only transactions or timeouts for
     every session there, the admin's too: another project's purge, which takes back what was granted to
