@@ -339,8 +339,9 @@ def test_a_tenant_acl_user_stays_the_projects_after_redis_is_killed(engines_dir)
 
 
 def test_redis_data_from_snapshots_alone_is_kept_when_the_append_only_file_is_turned_on(engines_dir):
-    """An engine dir from an earlier release holds a snapshot and no append-only file: started with
-    appendonly on, Redis would come up empty. It starts from the snapshot and writes the file itself."""
+    """An engine dir from an earlier release holds a snapshot and no append-only file, or one whose switch
+    to it was cut short (its directory without a manifest): started with appendonly on, Redis would come
+    up empty and save that over the snapshot. It starts from the snapshot and writes the file itself."""
     user, password = CREDS["redis"]
     data = engines_dir / "redis" / "data"
     with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
@@ -348,6 +349,8 @@ def test_redis_data_from_snapshots_alone_is_kept_when_the_append_only_file_is_tu
         admin.save()
     assert run_cli(engines_dir, "stop", "redis").returncode == 0
     shutil.rmtree(data / "appendonlydir")
+    (data / "appendonlydir").mkdir()  # a switch killed before its manifest was written
+    (data / "appendonlydir" / "temp-appendonly.aof.incr").write_bytes(b"")
     assert (data / "dump.rdb").exists()
     assert run_cli(engines_dir, "start", "redis").returncode == 0
     with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:

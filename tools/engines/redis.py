@@ -58,9 +58,15 @@ class Redis(Engine):
         write_private(self.acl_file, _acl(credential, self._tenant_users()))
 
     def _snapshot_only_data(self) -> bool:
-        """Data an earlier release left as a snapshot alone. Started with appendonly on, Redis would
-        ignore it and start empty; so it starts without, and `_append_every_write` turns it on."""
-        return (self.data_dir / "dump.rdb").exists() and not (self.data_dir / "appendonlydir").exists()
+        """Data only a snapshot holds: an earlier release's, or a switch to the append-only file cut short
+        (Redis makes its directory at once, its manifest only once the file is whole). Started with
+        appendonly on, Redis would ignore the snapshot and start empty, then save that empty data over
+        it at the next stop; so it starts without, and `_append_every_write` turns it on."""
+        aof = self.data_dir / "appendonlydir"
+        if not (self.data_dir / "dump.rdb").exists() or any(aof.glob("*.manifest")):
+            return False
+        shutil.rmtree(aof, ignore_errors=True)  # a cut switch's partial files: Redis writes them anew
+        return True
 
     def reset_paths(self) -> list[Path]:
         # The tenant users go with the markers that made them the projects': kept alone, their
@@ -109,7 +115,9 @@ class Redis(Engine):
 
     def _append_every_write(self, client: redis_py.Redis) -> None:
         """Turn the append-only file on in a server started without it (from a snapshot alone, or by an
-        earlier release): Redis writes it from the data in memory. Waits, bounded, until it is written."""
+        earlier release): Redis writes it from the data in memory, in the background. Waits a while for
+        it, but a large data set may take longer: that is no failure (stopping the server now would cut
+        the switch short), and until the file is whole the snapshot still stands."""
         if client.config_get("appendonly").get("appendonly") == "yes":
             return
         client.config_set("appendfsync", "always")
@@ -120,7 +128,6 @@ class Redis(Engine):
             if not persistence.get("aof_rewrite_in_progress") and not persistence.get("aof_rewrite_scheduled"):
                 return
             time.sleep(0.05)
-        raise self.error("turn on", "the append-only file was not written in time")
 
     def _config(self, append_only: bool) -> str:
         return "\n".join([
