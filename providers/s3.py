@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
 
@@ -348,9 +348,11 @@ def delete_bucket(s3: BaseClient, bucket: str) -> None:
         s3.delete_bucket_tagging(Bucket=bucket)
     try:
         s3.delete_bucket(Bucket=bucket)
-    except boto_errors.ClientError as err:
-        if tags and error_code(err) != "NoSuchBucket":
-            s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tag_list(tags)})
+    except Exception as err:  # a refusal, or no answer: the bucket may still stand either way
+        gone = isinstance(err, boto_errors.ClientError) and error_code(err) == "NoSuchBucket"
+        if tags and not gone:
+            with suppress(Exception):  # the engine may be gone too: the first error says what happened
+                s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tag_list(tags)})
         raise
 
 

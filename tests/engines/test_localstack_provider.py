@@ -816,6 +816,28 @@ def test_a_purged_buckets_marker_does_not_pass_to_the_next_bucket_of_its_name(pr
         oob.cleanup(name)
 
 
+def test_a_bucket_whose_delete_gets_no_answer_keeps_its_marker(provider_for, owner, monkeypatch):
+    """The purge takes the tags off just before DeleteBucket: a delete that may not have happened puts
+    them back, or the bucket, if it stands, is left unmarked (foreign) and its ledger entry stuck."""
+    from botocore.exceptions import ReadTimeoutError
+    from providers.s3 import aws_client
+
+    bucket, oob = provider_for(LocalstackBucket), BucketOutOfBand()
+    name = f"{owner}-b2"
+    try:
+        outs = bucket.create(checked(bucket, "b2", owner, {}, purge=True)).outs
+
+        def no_answer(**_):
+            raise ReadTimeoutError(endpoint_url=AWS_ENDPOINT)
+
+        monkeypatch.setattr(aws_client(bucket._instances["aws"], "s3"), "delete_bucket", no_answer)
+        with pytest.raises(EngineUnavailable):
+            bucket.delete("id", outs)
+        assert bucket_tags(oob.s3, name)["devstack-owner"] == owner
+    finally:
+        oob.cleanup(name)
+
+
 def test_a_bucket_name_with_a_hyphen_next_to_a_dot_is_s3s_to_take_but_not_minios(owner):
     """S3 (and moto) accept `a-.b`; MinIO answers 400. Refusing it for S3 too would strand buckets an
     earlier release made: their name would no longer map, so nothing could read or drop them."""
