@@ -54,19 +54,18 @@ class Redis(Engine):
         if shutil.which(BINARY) is None:
             raise self.error("start", "redis-server is not installed; run tools/engines/install.sh")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(self._config(append_only=not self._snapshot_only_data()))
+        snapshot_only = (self.data_dir / "dump.rdb").exists() and not self._append_only_file_whole()
+        if snapshot_only:
+            shutil.rmtree(self.data_dir / "appendonlydir", ignore_errors=True)  # a cut switch's: written anew
+        self.config_file.write_text(self._config(append_only=not snapshot_only))
         write_private(self.acl_file, _acl(credential, self._tenant_users()))
 
-    def _snapshot_only_data(self) -> bool:
-        """Data only a snapshot holds: an earlier release's, or a switch to the append-only file cut short
-        (Redis makes its directory at once, its manifest only once the file is whole). Started with
-        appendonly on, Redis would ignore the snapshot and start empty, then save that empty data over
-        it at the next stop; so it starts without, and `_append_every_write` turns it on."""
-        aof = self.data_dir / "appendonlydir"
-        if not (self.data_dir / "dump.rdb").exists() or any(aof.glob("*.manifest")):
-            return False
-        shutil.rmtree(aof, ignore_errors=True)  # a cut switch's partial files: Redis writes them anew
-        return True
+    def _append_only_file_whole(self) -> bool:
+        """Whether the append-only file holds the data. Not when only a snapshot does: an earlier release's
+        data, or a switch to the file cut short (Redis makes its directory at once, its manifest once the
+        file is whole). Started with appendonly on, Redis would then ignore the snapshot and start empty,
+        and save that over it at the next stop; so it starts without, and `_append_every_write` switches."""
+        return any((self.data_dir / "appendonlydir").glob("*.manifest"))
 
     def reset_paths(self) -> list[Path]:
         # The tenant users go with the markers that made them the projects': kept alone, their
