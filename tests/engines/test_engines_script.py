@@ -371,7 +371,7 @@ def test_reset_redis_forgets_tenant_users_with_their_markers(engines_dir):
     provider, inputs = _acl_user_provider("reset")
     username = provider.create(inputs).outs["user"]
     with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password) as admin:
-        admin.set("engines-test", "1")  # put back below: the restart tests before this one read it
+        admin.set("engines-test", "1")  # data the reset must take (set again below for any later test)
     assert run_cli(engines_dir, "stop", "redis").returncode == 0
     assert run_cli(engines_dir, "reset", "redis").returncode == 0
     assert run_cli(engines_dir, "start", "redis").returncode == 0
