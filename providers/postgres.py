@@ -124,6 +124,7 @@ def admin_options(address: str) -> str:
 @contextmanager
 def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iterator[psycopg.Connection]:
     """An autocommit admin connection; EngineUnavailable when the server does not answer."""
+    what = f"postgres instance {instance.name!r} at {instance.address}"
     try:
         conn = psycopg.connect(
             host=instance.host,
@@ -137,7 +138,6 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
         )
     except psycopg.OperationalError as err:
         first = first_line(err)
-        what = f"postgres instance {instance.name!r} at {instance.address}"
         if "too many clients" in str(err) or "connection slots are reserved" in str(err):
             raise EngineUnavailable("connect to", what, first, "the server is out of connection slots: see who holds "
                                     "them in pg_stat_activity, then run it again") from err
@@ -152,9 +152,9 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
         try:
             yield conn
         except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
-            raise EngineUnavailable("keep talking to", f"postgres instance {instance.name!r} at {instance.address}",
-                                    f"it ended this admin session after it sat idle for {ADMIN_IDLE_LIMIT} "
-                                    f"({first_line(err)})", "nothing more was changed; run it again") from err
+            raise EngineUnavailable("keep talking to", what, f"it ended this admin session after it sat idle for "
+                                    f"{ADMIN_IDLE_LIMIT} ({first_line(err)})", "nothing more was changed; run it again"
+                                    ) from err
         except psycopg.OperationalError as err:
             if not conn.broken:
                 raise
@@ -805,8 +805,9 @@ def _database_exists(conn: psycopg.Connection, database: str) -> bool:
 
 
 def _managed_extensions(instance: SharedInstance, database: str) -> list[str]:
-    """Extensions devstack installed: those owned by the admin role (a tenant's own are owned by the tenant)."""
-    with _tenant_database(instance, database) as conn:
+    """Extensions devstack installed: those owned by the admin role (a tenant's own are owned by the tenant).
+    A catalog read, which no tenant's lock holds up: a plain session (every database observe reads it)."""
+    with admin_connection(instance, database) as conn:
         rows = conn.execute(
             "SELECT e.extname FROM pg_extension e JOIN pg_roles r ON r.oid = e.extowner "
             "WHERE r.rolname = current_user AND e.extname <> 'plpgsql' ORDER BY 1"
