@@ -92,6 +92,7 @@ class Project(pulumi.ComponentResource):
             "credentials": decl.credentials,
             "purge": decl.purge,
             "stack": stack,
+            **provider.revision_inputs(),
             # Declared as None so Pulumi exposes them as output properties.
             **{key: None for key in provider.attributes},
         }

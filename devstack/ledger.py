@@ -52,6 +52,7 @@ from devstack.errors import (
     NotFound,
     ScopeMismatch,
 )
+from providers.base import ACCESS_RULES, POLICY_FIELDS
 from providers.identity import Identity
 from tools.pulumi_env import ROOT, STATE_DIR, pulumi_env
 
@@ -63,9 +64,8 @@ DYNAMIC_PREFIX = "pulumi-python:dynamic/"
 #: Pulumi's marker for a secret value in a deployment (`stack export`).
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
-POLICY_FIELDS = ("credentials", "purge", "stack")
-#: Inputs/outputs that are not attributes: identity, policy, params and the pickled provider.
-NOT_ATTRIBUTES = frozenset({*Identity.field_names(), *POLICY_FIELDS, "params", "__provider"})
+#: Inputs/outputs that are not attributes: identity, policy, params, rules revision and the pickled provider.
+NOT_ATTRIBUTES = frozenset({*Identity.field_names(), *POLICY_FIELDS, "params", ACCESS_RULES, "__provider"})
 DEFAULT_LIMIT, MAX_LIMIT = 100, 500
 
 Confirm = Callable[[str], bool]

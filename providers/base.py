@@ -39,6 +39,8 @@ from providers.instances import SharedInstance, instances_from_config
 
 #: Inputs that are not identity and not params, compared by diff as updates.
 POLICY_FIELDS = ("credentials", "purge", "stack")
+#: The input that records which revision of a kind's access rules made or last updated a resource.
+ACCESS_RULES = "accessRules"
 CREDENTIAL_POLICIES = ("predictable", "generated")
 
 
@@ -109,6 +111,11 @@ class KindProvider(ResourceProvider):
     #: Every declaration of this kind by one project on one instance logs in as the
     #: same principal, so they can only agree on a password if none is generated.
     login_per_owner: ClassVar[bool] = False
+    #: The revision of the access rules create and update give a tenant beyond its params (a MinIO
+    #: key's policy): a release that tightens them raises it. It is an input (`accessRules`), so the
+    #: first `pulumi up` after such an upgrade updates what older rules made, with no refresh first
+    #: (a refresh alone would not find rules that were never drift). None: never changed.
+    access_rules: ClassVar[int | None] = None
 
     # The provider holds no secret when pickled into the state (admin
     # credentials arrive later through configure), so it need not be one.
@@ -129,6 +136,11 @@ class KindProvider(ResourceProvider):
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Only for providers pickled by earlier versions (class plus an empty state).
         self._instances = {}
+
+    @classmethod
+    def revision_inputs(cls) -> dict[str, int]:
+        """The inputs that say which release's rules a resource was made or last updated under."""
+        return {} if cls.access_rules is None else {ACCESS_RULES: cls.access_rules}
 
     @classmethod
     def normalized_params(cls, params: dict[str, Any] | None, name: str, owner: str) -> dict[str, Any]:
@@ -274,7 +286,7 @@ class KindProvider(ResourceProvider):
                 pass
         if news.get("credentials", "predictable") not in CREDENTIAL_POLICIES:
             failures.append(CheckFailure("credentials", f"must be one of {', '.join(CREDENTIAL_POLICIES)}"))
-        inputs = dict(news)
+        inputs = {**news, **self.revision_inputs()}
         try:
             inputs["params"] = self.normalized_params(news.get("params"), str(news.get("name") or ""),
                                                       str(news.get("owner") or ""))
@@ -365,7 +377,7 @@ class KindProvider(ResourceProvider):
                 "set purge: false alone and run `pulumi up` first, then make the change",
             )
         changes = [f"params.{key}" for key in changed_params if f"params.{key}" not in replaces]
-        changes += [name for name in POLICY_FIELDS if olds.get(name) != news.get(name)]
+        changes += [name for name in (*POLICY_FIELDS, *self.revision_inputs()) if olds.get(name) != news.get(name)]
         # Outputs any kind may report: a login that no longer works, settings beyond the params.
         changes += self.drift(olds) + [name for name in ("passwordInSync", "configInSync") if olds.get(name) is False]
         return DiffResult(

@@ -306,6 +306,8 @@ class AccessKey(s3.GuardedKind):
     after_kinds = ("bucket",)
     attributes = ("host", "port", "accessKey", "secretKey", "policy")
     secret_outputs = ("secretKey",)
+    # 2: the policy denies setting a bucket's encryption, notifications and replication (2026-11-30).
+    access_rules = 2
 
     @classmethod
     def engine_name(cls, name: str, owner: str) -> str:

@@ -371,6 +371,28 @@ def test_tenant_isolation_a_key_reaches_only_its_own_project(owner, buckets, key
         Bucket=mine, NotificationConfiguration={"QueueConfigurations": []}))
 
 
+def test_a_key_an_earlier_release_made_gets_this_releases_policy_at_the_first_up(owner, buckets, keys, minio_admin):
+    """Release 1's policy let a key set its bucket's encryption. Nothing drifted, so a refresh finds no
+    change: the first plain `pulumi up` after the upgrade must update it, without asking the engine."""
+    bucket = buckets()["bucket"]
+    provider, outs = keys()
+    earlier = tenant_policy(Identity.from_props(outs), outs["stack"])
+    earlier["Statement"][1]["Action"] = [a for a in earlier["Statement"][1]["Action"]
+                                         if a not in ("s3:PutEncryptionConfiguration", "s3:PutBucketNotification",
+                                                      "s3:PutReplicationConfiguration")]
+    minio_admin.policy_add(outs["policy"], policy=earlier)
+    made_earlier = {key: value for key, value in outs.items() if key != "accessRules"}
+    encryption = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+    as_key(outs).put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration=encryption)
+
+    inputs = provider.check(made_earlier, props("minio", "objects", "access_key", owner, owner)).inputs
+    assert provider.diff("id", made_earlier, inputs).changes is True
+    updated = provider.update("id", made_earlier, inputs).outs
+    assert denied(lambda: as_key(updated).put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration=encryption))
+    assert updated["secretKey"] == outs["secretKey"]
+    assert provider.diff("id", updated, inputs).changes is False
+
+
 def test_rotation_changes_the_secret_in_place(owner, buckets, keys):
     buckets()
     provider, outs = keys(credentials="generated")

@@ -250,8 +250,11 @@ def test_registered_params_are_what_check_stores(mocks, validated):
             checked = registry.provider_class(engine, kind)().check({}, registered)
             assert not checked.failures, (name, checked.failures)
             assert _without_nulls(registered["params"]) == _without_nulls(checked.inputs["params"]), name
+            assert _without_nulls(registered) == _without_nulls(checked.inputs), name  # accessRules too
         # Defaults are filled in, e.g. the default stream's owner-derived subjects.
         assert mocks.inputs["feeds/events/stream/feeds"]["params"]["subjects"] == ["feeds.>"]
+        # A kind whose access rules a release changed registers their revision (the first up updates).
+        assert "accessRules" in mocks.inputs["media/objects/access_key/media"]
 
     return pulumi.Output.all(*(r.urn for r in resources.values())).apply(compare)
 
