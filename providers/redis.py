@@ -503,7 +503,7 @@ class AclUser(KindProvider):
             _save_acl(client)
         return {
             "host": instance.host, "port": instance.port, "user": name, "password": password,
-            "keyPrefix": key_prefix(ident.owner), "aclInSync": True,
+            "keyPrefix": key_prefix(ident.owner), "aclInSync": True, "passwordInSync": True,
         }
 
     def _claim(self, client: redis_py.Redis, ident: Identity, name: str, marker: str) -> None:

@@ -356,6 +356,15 @@ def test_user_purge_cut_before_acl_save_saves_when_run_again(acl_user, owner, ad
     assert f"user {owner} " not in ACL_FILE.read_text()
 
 
+def test_a_refresh_right_after_a_create_or_an_update_finds_what_they_stored(acl_user, owner):
+    """Otherwise every refresh after an up shows an update of each acl_user it made or changed."""
+    inputs = acl_user.check({}, props("redis", "cache", "acl_user", owner, owner)).inputs
+    outs = acl_user.create(inputs).outs
+    assert acl_user.read("id", outs).outs == outs
+    updated = acl_user.update("id", outs, {**inputs, "params": {**inputs["params"], "rotation": 1}}).outs
+    assert acl_user.read("id", updated).outs == updated
+
+
 def test_user_password_the_ledger_lost_is_drift_and_set_again(acl_user, owner):
     """An up killed after ACL SETUSER: the engine has the new password (and a fingerprint that
     matches it), the ledger the old one. Refresh must notice, and the next up set the ledger's."""
