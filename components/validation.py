@@ -585,6 +585,16 @@ def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, work
                     for key in provider.owner_objects(instance.host, instance.port, project.name)]
         for key, sharer in objects:
             other = claimed.setdefault(key, (*here, decl.uses, sharer))
+            if sharer is not None and other[3] == sharer and other[2] != decl.uses:
+                # Its password follows the instance name (predictable) or the declaration (generated):
+                # each up would set it for one name and break the other's login, for ever.
+                problems.append(Problem(
+                    relative, f"resources[{i}].uses", file.line(("resources", i, "uses")) if file else None,
+                    f"every {decl.kind} of project {project.name!r} logs in as its one {instance.engine} {key[3]} "
+                    f"{key[-1]!r}, and {other[1]} reaches it through instance {other[2]!r}: "
+                    f"{_server(decl.uses, other[2], instance)}, and the two names would give it two passwords "
+                    f"(declare them on one instance name; to move them, move them all in one edit)"))
+                break
             if other[:2] == here or (sharer is not None and other[3] == sharer):
                 continue  # its own claim, or one more declaration making the project's shared object
             shared_by = sharer or other[3]

@@ -285,20 +285,39 @@ def test_collision_across_projects_names_both_files(tmp_path):
     assert "collides with p0/devstack.yaml resources[0]" in found[0].message
 
 
+#: `pg` and `pg2` both reach 127.0.0.1:25432; `pg3` is another server.
+ONE_SERVER_TWO_NAMES = {"name": "test", "shared": {
+    "pg": {"engine": "postgres", "host": "127.0.0.1", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
+    "pg2": {"engine": "postgres", "host": "localhost", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
+    "pg3": {"engine": "postgres", "host": "localhost", "port": 25433, "adminUser": "admin", "adminSecret": "pgAdmin"},
+}}
+
+
 def test_one_server_under_two_instance_names_is_one_namespace(tmp_path):
     """`pg` and `pg2` both reach 127.0.0.1:25432: declaring the database under both is a collision,
     or each would set its own password on it and a purge of either drop the other's."""
-    workspace = {"name": "test", "shared": {
-        "pg": {"engine": "postgres", "host": "127.0.0.1", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
-        "pg2": {"engine": "postgres", "host": "localhost", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
-        "pg3": {"engine": "postgres", "host": "localhost", "port": 25433, "adminUser": "admin", "adminSecret": "pgAdmin"},
-    }}
+    workspace = ONE_SERVER_TWO_NAMES
     text = HEADER + "resources:\n  - uses: pg\n    kind: database\n  - uses: pg2\n    kind: database\n    name: shop  # <-\n"
     (problem,) = problems(tmp_path, text, workspace=workspace)
     assert problem.path == "resources[1].name" and problem.line == marked_line(text)
     assert "instances 'pg' and 'pg2' both reach 127.0.0.1:25432" in problem.message
     (tmp_path / "ok").mkdir()  # another server: fine
     assert problems(tmp_path / "ok", text.replace("uses: pg2", "uses: pg3"), workspace=workspace) == []
+
+
+def test_a_projects_databases_on_two_names_of_one_server_are_refused(tmp_path):
+    """They log in as the project's one role, whose predictable password follows the instance name: each up
+    set it for one name and broke the other's login, and up and refresh never settled."""
+    workspace = ONE_SERVER_TWO_NAMES
+    text = HEADER + "resources:\n  - uses: pg\n    kind: database\n  - uses: pg2  # <-\n    kind: database\n    name: moved\n"
+    (problem,) = problems(tmp_path, text, workspace=workspace)
+    assert (problem.path, problem.line) == ("resources[1].uses", marked_line(text))
+    assert "logs in as its one postgres" in problem.message and "instances 'pg' and 'pg2' both reach" in problem.message
+    assert "move them all in one edit" in problem.message
+    for other in ("uses: pg3", "uses: pg"):  # another server, or one name for both: fine
+        assert problems(_fresh(tmp_path), text.replace("uses: pg2", other), workspace=workspace) == []
+    both_moved = text.replace("  - uses: pg\n", "  - uses: pg2\n")
+    assert problems(_fresh(tmp_path), both_moved, workspace=workspace) == []
 
 
 def test_a_bucket_within_another_projects_key_reach_is_refused_before_anything_is_made(tmp_path):
