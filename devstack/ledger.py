@@ -628,12 +628,15 @@ def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, An
     provider = configured_provider(config, ident.engine, ident.kind)
     try:
         instance = provider._instance(ident, "drop")
-        provider.refuse_another_workspaces(instance, ident, props)
-        provider.drop(instance, ident, {**props, **ident.as_props(), "purge": True})
+        with provider.engine_errors(ident.as_props()):
+            provider.refuse_another_workspaces(instance, ident, props)
+            provider.drop(instance, ident, {**props, **ident.as_props(), "purge": True})
     except perr.NotFound:
         return False
     except perr.Conflict as err:
         raise IdentityConflict("drop", str(ident), err.cause, err.hint or "it was not dropped") from err
+    except perr.EngineUnavailable as err:  # its `what` is the instance: name it
+        raise EngineError("drop", str(ident), f"cannot {err.verb} {err.what}: {err.cause}", err.hint) from err
     except perr.DevstackError as err:
         raise EngineError("drop", str(ident), err.cause, err.hint) from err
     except Exception as err:  # a client library's own error: still "cannot drop <id>", cause chained

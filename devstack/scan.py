@@ -240,7 +240,7 @@ def _lifecycle_rules(engine: str, instance: SharedInstance, buckets: list[tuple[
 
 def scan_minio(instance: SharedInstance, kinds: set[str]) -> list[Found]:
     """Buckets (tags), lifecycle rules (reserved id prefix) and access keys (their policy's ID marker)."""
-    from providers import minio
+    from providers import minio, s3
 
     found: list[Found] = []
     buckets = _s3_buckets("minio", instance) if kinds & {"bucket", "lifecycle"} else []
@@ -250,8 +250,9 @@ def scan_minio(instance: SharedInstance, kinds: set[str]) -> list[Found]:
         found += _lifecycle_rules("minio", instance, buckets)
     if "access_key" in kinds:
         admin = minio.admin_client(instance)
-        users = json.loads(admin.user_list() or "{}")
-        policies = json.loads(admin.policy_list() or "{}")
+        with s3.reachable(instance, "minio"):
+            users = json.loads(admin.user_list() or "{}")
+            policies = json.loads(admin.policy_list() or "{}")
         for user in sorted(users):
             marker = (policies.get(minio.policy_name(user)) or {}).get("ID")
             # The marker is the policy devstack attaches: a user made anew by hand does not have it.

@@ -15,10 +15,11 @@ import importlib
 import json
 import socket
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache, wraps
 from types import ModuleType
-from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, ContextManager, Iterable, Mapping, TypeVar
 
 from pulumi.dynamic import (
     CheckFailure,
@@ -78,6 +79,16 @@ def server_address(host: str) -> str:
         return socket.gethostbyname(host)
     except OSError:
         return host
+
+
+def _engine_failures_named(verb: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a Pulumi verb inside the kind's `engine_errors` for its resource (the verb's last argument:
+    its props, the new ones for an update)."""
+    @wraps(verb)
+    def named(self: KindProvider, *args: Any) -> Any:
+        with self.engine_errors(args[-1]):
+            return verb(self, *args)
+    return named
 
 
 class KindProvider(ResourceProvider):
@@ -259,6 +270,18 @@ class KindProvider(ResourceProvider):
         made; a create or update refused half-way through an up stops it after others changed."""
         return []
 
+    def failures_named(self, instance: SharedInstance) -> ContextManager[None]:
+        """Around a verb's engine calls: the client's own errors for an engine that does not answer (or
+        stops answering) become EngineUnavailable naming the instance and its fix. For kinds whose
+        clients do not already do that where they are made."""
+        return nullcontext()
+
+    def engine_errors(self, props: Mapping[str, Any]) -> ContextManager[None]:
+        """`failures_named` for the resource's instance (also for callers of `drop`: `devstack`)."""
+        instance = self._instances.get(str(props.get("instance")))
+        # No such instance: the verb reports the missing workspace entry.
+        return self.failures_named(instance) if instance else nullcontext()
+
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool | None:
         """Whether `user` still logs in with the stored `password` (a reset outside Pulumi breaks it);
         None where the kind has no such login to try."""
@@ -303,9 +326,11 @@ class KindProvider(ResourceProvider):
         if not failures and self._instances and self._may_be_refused(old_params, inputs["params"]):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
+            with self.engine_errors(news):
+                refused = self.refusals(self._instance(ident, "check"), ident, spec)
             failures.extend(CheckFailure(f"params.{self._spelled(param)}",
                                          f"{problem}; {self._not_done(param, creating=old_params is None)} ({fix})")
-                            for param, problem, fix in self.refusals(self._instance(ident, "check"), ident, spec))
+                            for param, problem, fix in refused)
         return CheckResult(inputs, failures)
 
     def _not_done(self, param: str, creating: bool) -> str:
@@ -325,8 +350,11 @@ class KindProvider(ResourceProvider):
                 or any(olds.get(name) != inputs.get(name) for name in Identity.field_names())):
             return []
         failures = []
+        live = {**olds, "params": old_params}
         for key in sorted(self.create_only):
-            if old_params.get(key) is not None and old_params.get(key) != inputs["params"].get(key):
+            value = inputs["params"].get(key)
+            # One it holds already (a Redis index unpinned keeps its index) is an update, not a replacement.
+            if old_params.get(key) is not None and old_params.get(key) != value and not self.holds(key, value, live):
                 param, value = self._spelled(key), json.dumps(_whole(old_params[key]))
                 failures.append(CheckFailure(
                     f"params.{param}", f"cannot change from {value} while the {self.kind} is retained (purge: false): "
@@ -388,6 +416,7 @@ class KindProvider(ResourceProvider):
             delete_before_replace=True,
         )
 
+    @_engine_failures_named
     def create(self, props: dict[str, Any]) -> CreateResult:
         ident = Identity.from_props(props)
         instance = self._instance(ident, "create")
@@ -405,6 +434,7 @@ class KindProvider(ResourceProvider):
             _held_this_run[self.engine_object(instance.host, instance.port, ident.name, ident.owner)] = ident
         return CreateResult(str(ident), {**props, **attributes})
 
+    @_engine_failures_named
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         ident = Identity.from_props(props)
         instance = self._instance(ident, "read")
@@ -429,6 +459,7 @@ class KindProvider(ResourceProvider):
                 live["passwordInSync"] = works  # false: drift, and the next update sets the password again
         return ReadResult(id_, live)
 
+    @_engine_failures_named
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         ident = Identity.from_props(news)
         instance = self._instance(ident, "update")
@@ -439,6 +470,7 @@ class KindProvider(ResourceProvider):
         attributes = self.update_resource(instance, ident, olds, news)
         return UpdateResult({**news, **attributes})
 
+    @_engine_failures_named
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # Pulumi skips delete for retained resources; this guard keeps data safe
         # even when it does not (an old state, a provider called by hand).

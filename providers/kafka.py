@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, ClassVar, ContextManager, Iterable, Iterator, Literal, Mapping
 
 from confluent_kafka import (
     Consumer,
@@ -304,6 +305,29 @@ def result(future: Any, verb: str, what: str, field: str = "") -> Any:
         raise refusal(err, verb, what, field) from err
 
 
+class Unanswered(EngineUnavailable):
+    """A request the broker did not answer; inside a verb, `stopped_answering` names the instance."""
+
+
+@contextmanager
+def stopped_answering(instance: SharedInstance) -> Iterator[None]:
+    """A broker lost after the admin client connected: every wait on it fails, as a timeout of the
+    request's future (librdkafka's own request timeout is as long) or a transport error."""
+    try:
+        yield
+    except TimeoutError as err:
+        raise instance.stopped_answering(TimeoutError(f"no answer within {REQUEST_TIMEOUT:.0f}s")) from err
+    except Unanswered as err:
+        raise instance.stopped_answering(RuntimeError(err.cause)) from err
+    except KafkaException as err:
+        if error_code(err) not in _UNAVAILABLE:
+            raise
+        text = err.args[0].str() if err.args else str(err)
+        if error_code(err) in _REJECTED:
+            raise unavailable(instance, text, rejected=True) from err
+        raise instance.stopped_answering(RuntimeError(text)) from err
+
+
 def refusal(err: KafkaException, verb: str, what: str, field: str = "") -> DevstackError:
     code, text = error_code(err), err.args[0].str() if err.args else str(err)
     about = f"params.{field}: " if field else ""
@@ -312,8 +336,10 @@ def refusal(err: KafkaException, verb: str, what: str, field: str = "") -> Devst
     if code in (KafkaError.INVALID_CONFIG, KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_PARTITIONS,
                 KafkaError.POLICY_VIOLATION, KafkaError.INVALID_REQUEST):
         return InvalidSpec(verb, what, f"{about}the broker refused: {text}", "change the declaration")
+    if code in _REJECTED:
+        return EngineUnavailable(verb, what, text, _AUTH_HINT)
     if code in _UNAVAILABLE:
-        return EngineUnavailable(verb, what, text, "start it with `python -m tools.engines start kafka`")
+        return Unanswered(verb, what, text, "start it with `python -m tools.engines start kafka`")
     if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.RESOURCE_NOT_FOUND):  # gone since it was looked at
         return NotFound(verb, what, text)
     return Unsupported(verb, what, f"the broker refused: {text}")
@@ -382,6 +408,9 @@ class KafkaKind(KindProvider):
     def check_params(self, params: dict[str, Any], old_params: Mapping[str, Any]) -> list[CheckFailure]:
         """Checks that need the previous inputs (what the engine cannot undo)."""
         return []
+
+    def failures_named(self, instance: SharedInstance) -> ContextManager[None]:
+        return stopped_answering(instance)
 
     def marker_key(self, ident: Identity) -> str:
         return f"{self.marker_kind}:{self.engine_name(ident.name, ident.owner)}"

@@ -38,6 +38,7 @@ _KINESIS_DYNAMODB_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
 
 class LocalstackBucket(s3.Bucket):
     engine = ENGINE
+    keeps_deleted_tags = True
 
 
 # --- shared steps ------------------------------------------------------------

@@ -349,7 +349,7 @@ class AccessKey(s3.GuardedKind):
         if result.id and props.get("secretKey") and "status" not in result.outs.get("outOfBand", []):
             ident = Identity.from_props(props)
             instance, key = self._instance(ident, "read"), access_key_name(ident.name, ident.owner)
-            with self._reachable(props):
+            with self.engine_errors(props):
                 if not self._secret_works(instance, key, props["secretKey"]):
                     result.outs["outOfBand"] = [*result.outs["outOfBand"], "secretKey"]
         return result

@@ -914,7 +914,9 @@ class _ProjectRoleKind(KindProvider):
             raise Conflict(
                 verb, f"{self.kind} {ident}",
                 f"{name!r} already exists as project {ident.owner!r}'s {row.marker_kind}, not as a {kind}",
-                "give one of the two declarations another `name`; nothing was changed",
+                f"give one of the two declarations another `name`, or, if this declaration was that {row.marker_kind} "
+                f"before its kind changed, drop the {row.marker_kind} first: an up with its entry removed (purge: true) "
+                f"then one that adds the {kind}; nothing was changed",
             )
         return row
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 import threading
 import time
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
 
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, ReadResult, UpdateResult
+from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, one_per_key
@@ -240,22 +240,6 @@ class GuardedKind(KindProvider):
             result.failures.extend(CheckFailure(field, message) for field, message in self.spec_rules(name, owner, spec))
         return result
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        with self._reachable(props):
-            return super().create(props)
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        with self._reachable(props):
-            return super().read(id_, props)
-
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        with self._reachable(news):
-            return super().update(id_, olds, news)
-
-    def delete(self, id_: str, props: dict[str, Any]) -> None:
-        with self._reachable(props):
-            super().delete(id_, props)
-
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         self.remove(instance, ident, self._owned(instance, ident, "drop"))
 
@@ -268,10 +252,8 @@ class GuardedKind(KindProvider):
             field, message = broken[0]
             raise InvalidSpec(verb, f"{self.kind} {ident}", f"{field}: {message}")
 
-    def _reachable(self, props: dict[str, Any]) -> ContextManager[None]:
-        instance = self._instances.get(str(props.get("instance")))
-        # No such instance: let the base report the missing workspace entry.
-        return reachable(instance, self.engine) if instance else nullcontext()
+    def failures_named(self, instance: SharedInstance) -> ContextManager[None]:
+        return reachable(instance, self.engine)
 
 
 # --- buckets ----------------------------------------------------------------
@@ -339,11 +321,12 @@ def cut_short_hint(state: str, instance: SharedInstance, aws_command: str) -> st
             "another `name` for this resource; nothing was changed")
 
 
-def delete_bucket(s3: BaseClient, bucket: str) -> None:
-    """DeleteBucket, its tags first: moto keeps a deleted bucket's tags and gives them to the next bucket
-    made under its name, which would then carry our marker (gc would drop someone's new bucket as our
-    orphan, a create would adopt it). A bucket that refuses to go gets its tags back."""
-    tags = bucket_tags(s3, bucket)
+def delete_bucket(s3: BaseClient, bucket: str, untag_first: bool) -> None:
+    """DeleteBucket; with `untag_first`, its tags first, for an engine that keeps a deleted bucket's tags
+    (moto) and gives them to the next bucket made under its name, which would then carry our marker (gc
+    would drop someone's new bucket as our orphan, a create would adopt it). A bucket that refuses to go
+    gets its tags back, if the engine still answers: elsewhere they stay on until the bucket goes."""
+    tags = bucket_tags(s3, bucket) if untag_first else {}
     if tags:
         s3.delete_bucket_tagging(Bucket=bucket)
     try:
@@ -433,6 +416,8 @@ class Bucket(GuardedKind):
     Spec = BucketSpec
     create_only = frozenset({"object_lock"})
     attributes = ("host", "port", "region", "bucket")
+    #: Whether the engine gives a deleted bucket's tags to the next bucket of its name (see delete_bucket).
+    keeps_deleted_tags: ClassVar[bool] = False
 
     @classmethod
     def engine_name(cls, name: str, owner: str) -> str:
@@ -493,7 +478,7 @@ class Bucket(GuardedKind):
             self._converge(s3, ident, bucket, spec, props.get("stack"), bucket_policy=adopted)
         except boto_errors.ClientError as err:
             if not adopted:
-                delete_bucket(s3, bucket)  # made by this call, still empty: not left unmarked
+                delete_bucket(s3, bucket, self.keeps_deleted_tags)  # made by this call, still empty: not left unmarked
             if error_code(err) in ("InvalidTag", "MalformedXML", "InvalidArgument"):
                 raise InvalidSpec("create", f"bucket {ident}", f"params.tags: the engine refused them ({err})",
                                   "change the tags; nothing was left behind") from err
@@ -535,7 +520,7 @@ class Bucket(GuardedKind):
         for _ in range(REMOVE_ATTEMPTS):
             empty_bucket(s3, bucket, bypass_retention=bool(observed.params.get("object_lock")))
             try:
-                delete_bucket(s3, bucket)
+                delete_bucket(s3, bucket, self.keeps_deleted_tags)
                 return
             except boto_errors.ClientError as err:
                 if error_code(err) == "NoSuchBucket":

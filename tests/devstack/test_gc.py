@@ -39,6 +39,7 @@ from devstack.scan import Found, declaration_name
 from components.yamlfile import encryption_salt
 from providers.base import marker_workspace
 from providers import registry, s3
+from providers.errors import EngineUnavailable
 from providers.identity import Identity
 from providers.instances import instances_from_config
 from tests.devstack.conftest import (
@@ -322,6 +323,16 @@ def test_prune_reports_an_orphan_it_cannot_name(admin, local_shared):
                          name=None, reason="test")
     pruned, errors = gc.prune(config, [item])
     assert pruned == [] and "no declaration name maps to it" in errors[0].error
+
+
+def test_a_minio_that_does_not_answer_is_named_in_the_scan_of_its_access_keys(admin, local_shared):
+    """Its admin calls had failed as urllib3's MaxRetryError alone ("cannot scan: MaxRetryError ...")."""
+    from devstack import scan
+
+    shared = {"objects": {**local_shared["objects"], "port": 1}}
+    instance = instances_from_config(workspace_config(shared, admin, "unused", []))["objects"]
+    with pytest.raises(EngineUnavailable, match=r"minio instance 'objects' at 127\.0\.0\.1:1: .*start it with"):
+        scan.scan(instance, {"access_key"})
 
 
 def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkeypatch, admin, local_shared):

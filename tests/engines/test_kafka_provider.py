@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
+from contextlib import contextmanager
 
 import pytest
 from pydantic import SecretStr
@@ -28,9 +31,13 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+import providers.kafka
+from devstack import ledger
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
+from providers.identity import Identity
 from providers.kafka import MARKER_TOPIC, Acl, Topic, dynamic_configs, kafka_name, read_markers, write_marker
-from tests.engines.conftest import props
+from tests.engines.conftest import props, stopped_answering
+from tools.engines import load
 from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
 
 
@@ -624,6 +631,40 @@ def test_engine_down_names_engine_address_and_fix(configure, owner):
     provider._instances["kafka"] = provider._instances["kafka"].model_copy(update={"port": 1})
     with pytest.raises(EngineUnavailable, match=r"kafka instance 'kafka' at 127\.0\.0\.1:1.*tools\.engines start kafka"):
         provider.create(topic_inputs(provider, owner))
+
+
+@contextmanager
+def broker_stalled():
+    """The local broker stopped (SIGSTOP) with its connections open, as a machine that hangs. Kept short:
+    under the broker's 9 s session, so it comes back with its registration whole."""
+    pid = load("kafka").running_pid()
+    assert pid, "the kafka engine is not running from this checkout (`python -m tools.engines start kafka`)"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_broker_that_stops_answering_after_the_connect_is_named_with_its_fix(topic, acl, owner, monkeypatch):
+    """Every wait on it had failed as a bare TimeoutError or a raw KafkaException traceback, after 30 s."""
+    outs = topic.create(topic_inputs(topic, owner)).outs
+    acl_outs = acl.create(acl_inputs(acl, owner)).outs
+    monkeypatch.setattr(providers.kafka, "REQUEST_TIMEOUT", 1.0)
+    monkeypatch.setattr(ledger, "configured_provider", lambda config, engine, kind: topic)
+    stalled = stopped_answering("kafka", "kafka", 29092)
+    wider = props("kafka", "kafka", "topic", "wide", owner, {"replicationFactor": 2})
+    with broker_stalled():
+        with pytest.raises(EngineUnavailable, match=stalled) as described:
+            topic.read("id", outs)  # the topic's describe
+        assert described.value.cause.endswith("(no answer within 1s)")
+        with pytest.raises(EngineUnavailable, match=stalled):
+            acl.read("id", acl_outs)  # the registry's metadata
+        with pytest.raises(EngineUnavailable, match=stalled):
+            topic.check({}, wider)  # the cluster's brokers, for a replication factor
+        with pytest.raises(ledger.EngineError, match=stalled.removeprefix("cannot ")):
+            ledger.drop_data({}, Identity.from_props(outs), {**outs, "purge": True})  # `devstack rm --purge-data`
+    assert topic.read("id", outs).id == "id"  # nothing was lost meanwhile
 
 
 def test_wrong_admin_password_says_the_credential_is_rejected(configure, owner):

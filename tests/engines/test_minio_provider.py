@@ -588,6 +588,19 @@ def test_an_access_key_on_another_s3_server_is_refused_not_read_as_gone(owner, b
     assert json.loads(minio_admin.user_info(owner))["status"] == "enabled"
 
 
+def test_devstacks_purge_of_a_key_on_an_instance_that_does_not_answer_names_it(owner, configure, monkeypatch):
+    """`devstack rm --purge-data` drops through the provider outside a Pulumi verb: the failure still names
+    the instance, its address and the fix (it had been urllib3's MaxRetryError alone)."""
+    from devstack import ledger
+
+    provider = configure(AccessKey())
+    provider._instances["objects"] = provider._instances["objects"].model_copy(update={"port": 1})
+    monkeypatch.setattr(ledger, "configured_provider", lambda config, engine, kind: provider)
+    ident = Identity("minio", "objects", "access_key", owner, owner)
+    with pytest.raises(ledger.EngineError, match=r"minio instance 'objects' at 127\.0\.0\.1:1: .*start it with"):
+        ledger.drop_data({}, ident, {**props("minio", "objects", "access_key", owner, owner), "purge": True})
+
+
 def test_access_key_purge_cut_after_the_user_went_removes_the_policy_when_run_again(owner, keys, configure,
                                                                                      minio_admin):
     """The policy outlived a cut drop: the re-run removes it, so `<owner>-*` buckets of another project
@@ -727,6 +740,33 @@ def test_tags_the_engine_refuses_leave_no_bucket_behind(configure, owner, oob, m
     with pytest.raises(InvalidSpec, match="params.tags: the engine refused them"):
         bucket.create(inputs)
     assert not oob.exists(f"{owner}-tagged")
+
+
+def test_a_purge_whose_minio_goes_away_before_deletebucket_leaves_the_bucket_marked(configure, owner, oob, monkeypatch):
+    """MinIO forgets a deleted bucket's tags, so they stay on to the end: taken off first (as on moto, which
+    keeps them) and the engine gone before DeleteBucket, nothing could put them back, and the rerun met an
+    emptied bucket it called foreign."""
+    from botocore.exceptions import EndpointConnectionError
+    from providers.s3 import aws_client, bucket_tags
+
+    bucket = configure(MinioBucket())
+    outs = bucket.create(bucket.check({}, props("minio", "objects", "bucket", "b", owner, purge=True)).inputs).outs
+    client = aws_client(bucket._instances["objects"], "s3")
+
+    def gone(**_):
+        raise EndpointConnectionError(endpoint_url=ENDPOINT)
+
+    try:
+        monkeypatch.setattr(client, "delete_bucket", gone)
+        monkeypatch.setattr(client, "put_bucket_tagging", gone)
+        with pytest.raises(EngineUnavailable):
+            bucket.delete("id", outs)
+        assert bucket_tags(oob.s3, outs["bucket"])["devstack-owner"] == owner
+        monkeypatch.undo()
+        bucket.delete("id", outs)  # the rerun finishes the purge
+        assert not oob.exists(outs["bucket"])
+    finally:
+        oob.cleanup(outs["bucket"])
 
 
 def test_an_empty_untagged_bucket_is_foreign_but_the_message_shows_the_way_out(configure, owner, oob):

@@ -659,8 +659,9 @@ def test_user_conflicts_change_nothing(user, role, owner, admin_conn):
     with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
         user.create(props("postgres", "pg", "user", "c", f"{owner}_b"))
     # The same engine name declared as a role of the same project.
-    with pytest.raises(Conflict, match="already exists as project .*'s user, not as a role"):
+    with pytest.raises(Conflict, match="already exists as project .*'s user, not as a role") as refused:
         role.create(props("postgres", "pg", "role", "b_c", owner))
+    assert "if this declaration was that user before its kind changed, drop the user first" in refused.value.hint
     assert role_facts(admin_conn, f"{owner}_b_c")["login"] is True
     # The project's role taken by something devstack does not manage.
     other = f"{owner}x"

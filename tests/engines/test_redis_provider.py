@@ -146,6 +146,9 @@ def test_index_pinned_to_the_one_it_holds_or_unpinned_stays(index, owner, admin_
     assert allocation(admin_redis, owner)["pinned"] is True and outs["params"] == {"index": outs["db"]}
     diff = index.diff("id", outs, inputs)
     assert diff.changes and diff.replaces == []
+    assert index.check(outs, inputs).failures == []  # retained (purge: false), and no replacement to refuse
+    moved = index.check(outs, {**inputs, "params": {"index": outs["db"] + 1}}).failures
+    assert [f.property for f in moved] == ["params.index"] and "while the redis_index is retained" in moved[0].reason
     unpinned = index.update("id", outs, inputs).outs
     assert unpinned["db"] == outs["db"] and allocation(admin_redis, owner)["pinned"] is False
     index.update("id", unpinned, pinned)  # pinned and retained, then declared again without the pin
