@@ -254,14 +254,10 @@ def tenant_policy(ident: Identity, stack: str | None) -> dict[str, Any]:
     }
 
 
-def _attached(info: dict[str, Any]) -> list[str]:
-    """The policies attached to a user."""
-    return [name for name in str(info.get("policyName") or "").split(",") if name]
-
-
 def _policy_current(ident: Identity, key: str, info: dict[str, Any], document: dict[str, Any] | None) -> bool:
-    """Exactly our policy is attached to the user, and it says what we wrote, marker included."""
-    if _attached(info) != [policy_name(key)] or document is None or marker_owner(document.get("ID")) is None:
+    """Exactly our policy is attached to the user, and it says what we wrote."""
+    attached = [name for name in str(info.get("policyName") or "").split(",") if name]
+    if attached != [policy_name(key)] or document is None:
         return False
     return _statements(document) == _statements(tenant_policy(ident, None))
 
@@ -325,12 +321,6 @@ class AccessKey(s3.GuardedKind):
             return None
         document = _policy_document(admin, policy_name(key))
         owner = marker_owner(document.get("ID")) if document else None
-        if owner is None and document is not None and _attached(info) == [policy_name(key)]:
-            # The admin rewrote the key's policy, and a rewrite seldom keeps its ID, where the marker
-            # is. Its name is devstack's (reserved prefix) and it is attached to this declaration's
-            # user: for the ledger that holds the key this is drift, which the next update writes
-            # over. A create still refuses it (`create_resource`): nothing says whose key it was.
-            owner = ident.owner
         out_of_band = []
         if info.get("status") != "enabled":
             out_of_band.append("status")
@@ -363,20 +353,22 @@ class AccessKey(s3.GuardedKind):
             return conflict
         # The marker lives in the key's policy: a user without it may be ours with the policy deleted.
         key = access_key_name(ident.name, ident.owner)
+        # The user first: MinIO refuses to remove a policy that is still attached.
         return Conflict(conflict.verb, conflict.what, conflict.cause,
-                        f"the user has no devstack policy ({policy_name(key)}); if it is this project's key whose "
-                        f"policy was deleted, remove the user (`mc admin user rm ALIAS {key}`) and apply again; "
+                        f"the user has no devstack policy ({policy_name(key)}: missing, or rewritten without its "
+                        f"marker); if it is this project's key, remove the user (`mc admin user rm ALIAS {key}`) and "
+                        f"any such policy (`mc admin policy rm ALIAS {policy_name(key)}`), then apply again; "
                         f"nothing was changed")
 
-    def _policy_taken(self, ident: Identity, key: str, owner: str | None, user: dict[str, Any] | None) -> Conflict:
+    def _policy_taken(self, ident: Identity, key: str, owner: str | None) -> Conflict:
+        """The user is free but its policy's name is taken: another project's, or one without a marker."""
         if owner is not None:
             return self._conflict("create", ident, Observed(owner=owner))
-        remove = f"remove the policy (`mc admin policy rm ALIAS {policy_name(key)}`)" + (
-            f" and the user (`mc admin user rm ALIAS {key}`)" if user is not None else "")
         return Conflict("create", f"{self.kind} {ident}",
                         f"the policy {policy_name(key)!r} exists in {self.engine} instance {ident.instance!r} without "
                         f"devstack's marker (written outside devstack), so nothing says whose key it was",
-                        f"if it was this project's key, {remove} and apply again; nothing was changed")
+                        f"if it was this project's key, remove the policy (`mc admin policy rm ALIAS "
+                        f"{policy_name(key)}`) and apply again; nothing was changed")
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -387,7 +379,7 @@ class AccessKey(s3.GuardedKind):
         document = _policy_document(admin, policy_name(key))
         if document is not None and marker_owner(document.get("ID")) != ident.owner:
             # Another project's policy, or one without a marker: not ours to rewrite.
-            raise self._policy_taken(ident, key, marker_owner(document.get("ID")), _user_info(instance, admin, key))
+            raise self._policy_taken(ident, key, marker_owner(document.get("ID")))
         self._refuse_foreign_buckets_in_reach(instance, ident)
         made = _user_info(instance, admin, key) is None
         secret = _secret(ident, key, spec, props.get("credentials", "predictable"))

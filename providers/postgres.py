@@ -915,8 +915,8 @@ class _ProjectRoleKind(KindProvider):
                 verb, f"{self.kind} {ident}",
                 f"{name!r} already exists as project {ident.owner!r}'s {row.marker_kind}, not as a {kind}",
                 f"give one of the two declarations another `name`, or, if this declaration was that {row.marker_kind} "
-                f"before its kind changed, drop the {row.marker_kind} first: an up with its entry removed (purge: true) "
-                f"then one that adds the {kind}; nothing was changed",
+                f"before its kind changed, drop the {row.marker_kind} first: declare it again with `purge: true` and "
+                f"run `pulumi up`, remove it and run `pulumi up`, then add the {kind}; nothing was changed",
             )
         return row
 
