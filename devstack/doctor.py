@@ -32,6 +32,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack.errors import DevstackError
 from devstack.ledger import short_stack_name
 from providers import registry
+from providers.errors import first_line
 from providers.instances import SharedInstance, instances_from_config, parse_object
 from tools.engines.credentials import LOCAL_STACK
 from tools.pulumi_env import BIN_DIR, ROOT
@@ -57,6 +59,9 @@ SETUP = "scripts/setup"
 PLUGIN_SHIM = ROOT / "tools" / "pulumi-cli" / "pulumi-resource-pulumi-python"
 #: Seconds a probe may wait for an instance to accept a connection or answer.
 TIMEOUT = 3.0
+#: Seconds the whole admin check of an instance may take: a server stopped with its connections open
+#: (SIGSTOP) answers no client library's timeout that it does not set, and the report must still come.
+PROBE_LIMIT = 10.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -137,6 +142,31 @@ class Rejected(Exception):
     """The instance answered but refused the admin credential."""
 
 
+class NoAnswer(Exception):
+    """The instance accepts connections but does not answer the admin check."""
+
+
+def _probe(instance: SharedInstance) -> str:
+    """PROBES[engine](instance) in a thread of its own, abandoned after PROBE_LIMIT (it cannot be
+    interrupted; a daemon, it never holds the report's exit)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["version"] = PROBES[instance.engine](instance)
+        except BaseException as err:  # re-raised in the caller's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, name=f"doctor-{instance.name}", daemon=True)
+    thread.start()
+    thread.join(PROBE_LIMIT)
+    if thread.is_alive():
+        raise NoAnswer(f"no answer within {PROBE_LIMIT:.0f}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return str(outcome["version"])
+
+
 @dataclass
 class InstanceHealth:
     name: str
@@ -195,7 +225,7 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
                                           "(the value on stdin)")
         return health
     try:
-        health.version = PROBES[instance.engine](instance)
+        health.version = _probe(instance)
         health.admin = True
     except Rejected as err:
         health.admin = False
@@ -204,6 +234,12 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
         return health
     except ImportError as err:
         health.problem, health.fix = f"the {instance.engine} client library is missing: {err}", SETUP
+        return health
+    except (NoAnswer, TimeoutError) as err:  # stopped with its connections open, or overloaded
+        health.problem = f"it accepts connections at {instance.address} but did not answer the admin check " \
+                         f"({first_line(err)})"
+        health.fix = (f"restart it: python -m tools.engines stop {instance.engine}, then start it" if local
+                      else f"check {instance.engine} at {instance.address}: stopped, or overloaded")
         return health
     except Exception as err:  # any other failure of the probe: report it, never crash the doctor
         health.problem = f"the admin check failed: {type(err).__name__}: {_first_line(err)}"
@@ -352,7 +388,7 @@ def _kafka(instance: SharedInstance) -> str:
             if rejected:
                 raise Rejected(rejected[-1].str()) from err
             if time.monotonic() > deadline:
-                raise
+                raise NoAnswer(f"no answer within {2 * TIMEOUT:.0f}s: {err.args[0].str() if err.args else err}") from err
     # Brokers do not report their release over the protocol; the workspace says which it is.
     return f"{instance.version} (declared)" if instance.version else "unknown (brokers do not report it)"
 

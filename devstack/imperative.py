@@ -508,7 +508,7 @@ def _require_same(entry: dict[str, Any], target: Target, params: dict[str, Any],
 
 
 def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out: Out, question: str,
-           note: str = "", removing: bool = False) -> Outcome:
+           note: str = "", removing: bool = False, restored: str = "is as it was") -> Outcome:
     """Preview the targeted change; on confirmation update it alone.
 
     Whatever stops it (a failed preview, a 'no', a failed update) puts
@@ -553,7 +553,7 @@ def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out
         if not outcome.file_changed:
             raise
         write_text(target.project.path, original)
-        hint = "; ".join(filter(None, [err.hint, f"{target.project.relative} is as it was"]))
+        hint = "; ".join(filter(None, [err.hint, f"{target.project.relative} {restored}"]))
         raise type(err)(err.verb, err.what, err.cause, hint) from err
     outcome.changes, outcome.outputs = _changes(result), result.outputs
     return outcome
@@ -610,7 +610,11 @@ def remove(target: Target, purge_data: bool, confirm: Confirm, out: Out) -> Outc
 
     remove_declaration(path, target.instance.name, target.kind, target.name, check)
     note = "" if purge_data else _RETAINED
-    second = _apply(target, original, removed["text"], confirm, out, f"remove {target.what}", note, removing=True)
+    # After a first step, the file goes back to what that step made: the ledger holds its purge now.
+    restored = (f"keeps `purge: {str(purge_data).lower()}`, as the ledger now does (run the command again)"
+                if first.file_changed else "is as it was")
+    second = _apply(target, original, removed["text"], confirm, out, f"remove {target.what}", note, removing=True,
+                    restored=restored)
     merged = {k: first.changes.get(k, 0) + second.changes.get(k, 0) for k in {**first.changes, **second.changes}}
     return Outcome(True, merged, second.outputs)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from contextlib import contextmanager
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator
 
@@ -112,6 +113,22 @@ ADMIN_SETTINGS = (
 ADMIN_IDLE_LIMIT = "60s"
 #: Server major versions by address, learnt from the first admin session (always in `postgres`).
 _majors: dict[str, int] = {}
+#: Seconds an admin session waits for the server's answer to one statement. A server that stops answering
+#: without closing the connection (stopped, a partition) would otherwise hold the command, and the DDL lock
+#: its session may hold, for ever. No admin statement takes this long: its lock waits are bounded at 5 s.
+ANSWER_LIMIT = 60.0
+
+
+@lru_cache(maxsize=None)
+def _answering_connection() -> type:
+    """psycopg's Connection, every wait on the server bounded by ANSWER_LIMIT (made on first use: psycopg
+    is imported on the first engine call)."""
+
+    class AnsweringConnection(psycopg.Connection):
+        def wait(self, gen: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+            return super().wait(gen, *args, timeout=ANSWER_LIMIT if timeout is None else timeout, **kwargs)
+
+    return AnsweringConnection
 
 
 def admin_options(address: str) -> str:
@@ -124,9 +141,9 @@ def admin_options(address: str) -> str:
 @contextmanager
 def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iterator[psycopg.Connection]:
     """An autocommit admin connection; EngineUnavailable when the server does not answer."""
-    what = f"postgres instance {instance.name!r} at {instance.address}"
+    what, options = f"postgres instance {instance.name!r} at {instance.address}", admin_options(instance.address)
     try:
-        conn = psycopg.connect(
+        conn = _answering_connection().connect(
             host=instance.host,
             port=instance.port,
             user=instance.admin_user,
@@ -134,7 +151,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             dbname=dbname,
             autocommit=True,
             connect_timeout=5,
-            options=admin_options(instance.address),
+            options=options,
         )
     except psycopg.OperationalError as err:
         first = first_line(err)
@@ -150,7 +167,13 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
     _majors.setdefault(instance.address, conn.info.server_version // 10000)
     with conn:
         try:
+            if conn.info.server_version >= 140000 and "idle_session_timeout" not in options:
+                # The process's first session, sent before the server's version was known.
+                conn.execute(sql.SQL("SET idle_session_timeout = {}").format(sql.Literal(ADMIN_IDLE_LIMIT)))
             yield conn
+        except psycopg.errors._WaitTimeout as err:  # its state is unknown: closed, so nothing waits on it again
+            conn.close()
+            raise instance.stopped_answering(TimeoutError(f"no answer within {ANSWER_LIMIT:.0f}s")) from err
         except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
             raise EngineUnavailable("keep talking to", what, f"it ended this admin session after it sat idle for "
                                     f"{ADMIN_IDLE_LIMIT} ({first_line(err)})", "nothing more was changed; run it again"

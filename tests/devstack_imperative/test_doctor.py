@@ -72,6 +72,28 @@ def test_one_stopped_engine_degrades_only_that_engine(admin, root, engine, monke
     validator("doctor.schema.json", report.to_json())
 
 
+@pytest.mark.parametrize("engine", ["postgres", "redis", "minio", "nats", "kafka"])
+def test_an_engine_that_accepts_connections_but_stopped_answering_is_reported_in_bounded_time(admin, root, engine,
+                                                                                               monkeypatch):
+    """Stopped with its connections open (SIGSTOP): the report had waited on PostgreSQL for ever, and for
+    Kafka ended on a raw KafkaError repr."""
+    from tests.faults.proxy import Proxy
+    from tools.engines import load
+
+    monkeypatch.setattr(doctor, "PROBE_LIMIT", 2.0)  # 10 s in earnest
+    proxy = Proxy(load(engine).port).start()
+    try:
+        proxy.stall()
+        config = config_for(admin, shared_config(admin, {engine: proxy.port}), ["doc/devstack.yaml"])
+        down = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == engine)
+    finally:
+        proxy.stop()
+    assert (down.reachable, down.ok) == (True, False)
+    assert down.problem == (f"it accepts connections at 127.0.0.1:{proxy.port} but did not answer the admin check "
+                            f"(no answer within 2s)")
+    assert down.fix == f"check {engine} at 127.0.0.1:{proxy.port}: stopped, or overloaded"
+
+
 def test_stopped_engine_through_the_command_exits_1(scratch, admin):
     port = closed_port()
     scratch.set_workspace(shared_config(admin, {"kafka": port}))

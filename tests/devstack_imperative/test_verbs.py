@@ -279,6 +279,33 @@ def test_a_fully_qualified_workspace_names_the_same_stack(scratch):
     assert scratch.observe("nats", "stream", name) is None and scratch.state_keys() == set()
 
 
+def test_a_purge_whose_removal_step_fails_says_what_the_file_keeps(scratch, monkeypatch):
+    """`rm --purge-data` sets `purge: true` first (an update), then removes the entry: cut between the two,
+    the file keeps the first step's `purge: true`, as the ledger does. It had said "is as it was"."""
+    from devstack import cli
+    from devstack.errors import EngineError
+    from tests.devstack_imperative.conftest import STACK
+
+    name = fresh_name()
+    where = ["--workspace", STACK, "--work-dir", str(scratch.work), "--yes"]
+    assert cli.main(["stream", "add", name, *where]) == 0, scratch.capsys.readouterr().err
+    real, calls = imperative.update, []
+
+    def second_fails(target, plan):
+        calls.append(target)
+        if len(calls) == 2:  # the first rm's removal step only
+            raise EngineError("update", target.what, "the engine went away", "start it")
+        return real(target, plan)
+
+    monkeypatch.setattr(imperative, "update", second_fails)
+    assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 8
+    err = scratch.capsys.readouterr().err
+    assert "keeps `purge: true`, as the ledger now does (run the command again)" in err and "as it was" not in err
+    assert "purge: true" in scratch.file.read_text() and scratch.state_keys() == {f"events/stream/{name}"}
+    assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 0, scratch.capsys.readouterr().err
+    assert scratch.observe("nats", "stream", name) is None and scratch.state_keys() == set()
+
+
 def test_a_locked_stack_is_named_as_the_cause_and_the_file_is_kept(scratch, tmp_path):
     """The CLI refuses before any diagnostic (on stderr only): the verb says why, not "run pulumi preview"."""
     from tests.devstack_imperative.conftest import STACK

@@ -141,6 +141,27 @@ def test_a_server_gone_in_the_middle_of_a_call_is_named_with_its_fix(through_pro
             conn.execute("SELECT 1")
 
 
+def test_a_server_that_stops_answering_without_closing_is_named_not_waited_on_for_ever(through_proxy, monkeypatch):
+    """A server stopped (SIGSTOP) or cut off by a partition keeps the connection open: every admin statement
+    had waited on it with no end, a `pulumi up` and the `devstack` verbs alike, holding the DDL lock."""
+    monkeypatch.setattr(postgres, "ANSWER_LIMIT", 1.0)  # 60 s in earnest
+    instance, proxy = through_proxy(Database(), "pg")
+    with pytest.raises(EngineUnavailable, match=stopped_answering("postgres", "pg", proxy.port)) as stalled:
+        with admin_connection(instance) as conn:
+            proxy.stall()
+            conn.execute("SELECT 1")
+    assert stalled.value.cause.endswith("(no answer within 1s)")
+
+
+def test_the_first_admin_session_of_a_process_has_the_idle_limit_too(configure, monkeypatch):
+    """The server's version is learnt from the first session, which went out without the limit it needs."""
+    monkeypatch.setattr(postgres, "_majors", {})
+    instance = configure(Database())._instances["pg"]
+    with admin_connection(instance) as first, admin_connection(instance) as second:
+        limits = [conn.execute("SHOW idle_session_timeout").fetchone()[0] for conn in (first, second)]
+    assert limits == ["1min", "1min"]
+
+
 def test_an_admin_session_left_idle_holding_the_ddl_lock_is_ended_by_the_server(configure, monkeypatch):
     """A provider whose client died without closing its socket (a machine gone) leaves its session idle on
     the server; holding the DDL lock, it stalled every stack's PostgreSQL change until TCP noticed: hours."""

@@ -3,8 +3,9 @@
 `Proxy(port)` listens on a free 127.0.0.1 port and forwards every connection
 to the real engine. `stop()` closes the listener and every forwarded
 connection, so the address refuses connections exactly like a stopped
-engine; `start()` listens on the same port again. The shared engines are
-never touched.
+engine; `start()` listens on the same port again. `stall()` keeps the
+connections open but forwards nothing more, like an engine that stopped
+answering (SIGSTOP). The shared engines are never touched.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class Proxy:
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._forwarding = threading.Event()
+        self._forwarding.set()
 
     @property
     def address(self) -> str:
@@ -40,6 +43,10 @@ class Proxy:
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
         return self
 
+    def stall(self) -> None:
+        """Stop forwarding but keep every connection open: a server that stopped answering (SIGSTOP, a partition)."""
+        self._forwarding.clear()
+
     def stop(self) -> None:
         """Refuse new connections and cut the forwarded ones."""
         with self._lock:
@@ -47,6 +54,7 @@ class Proxy:
             sockets, self._open = self._open, set()
         for sock in ([listener] if listener else []) + list(sockets):
             _close(sock)
+        self._forwarding.set()  # a stalled pipe wakes to its closed socket and ends
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -71,6 +79,7 @@ class Proxy:
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                self._forwarding.wait()
                 dst.sendall(data)
         except OSError:
             pass
