@@ -60,7 +60,7 @@ PLUGIN_SHIM = ROOT / "tools" / "pulumi-cli" / "pulumi-resource-pulumi-python"
 #: Seconds a probe may wait for an instance to accept a connection or answer.
 TIMEOUT = 3.0
 #: Seconds the whole admin check of an instance may take: a server stopped with its connections open
-#: (SIGSTOP) answers no client library's timeout that it does not set, and the report must still come.
+#: (SIGSTOP) trips no timeout a client library does not set for itself, and the report must still come.
 PROBE_LIMIT = 10.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

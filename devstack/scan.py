@@ -418,15 +418,17 @@ def scan_kafka(instance: SharedInstance, kinds: set[str]) -> list[Found]:
     from providers import kafka as kf
 
     admin = kf.admin_client(instance)
-    markers = kf.read_markers(instance, admin)
     found: list[Found] = []
-    if "topic" in kinds:
-        topics = admin.list_topics(timeout=kf.REQUEST_TIMEOUT).topics
-        found += [_kafka_found(instance, "topic", t, markers.get(f"topic:{t}")) for t in sorted(topics) if not t.startswith("__")]
-    if "acl" in kinds:
-        future = admin.describe_user_scram_credentials(request_timeout=kf.REQUEST_TIMEOUT)
-        users = kf.result(future, "list", "SCRAM users") or {}
-        found += [_kafka_found(instance, "acl", u, markers.get(f"acl:{u}")) for u in sorted(users)]
+    with kf.broker_failures_named(instance):  # a broker lost after the connect, as in a provider's verbs
+        markers = kf.read_markers(instance, admin)
+        if "topic" in kinds:
+            topics = admin.list_topics(timeout=kf.REQUEST_TIMEOUT).topics
+            found += [_kafka_found(instance, "topic", t, markers.get(f"topic:{t}"))
+                      for t in sorted(topics) if not t.startswith("__")]
+        if "acl" in kinds:
+            future = admin.describe_user_scram_credentials(request_timeout=kf.REQUEST_TIMEOUT)
+            users = kf.result(future, "list", "SCRAM users") or {}
+            found += [_kafka_found(instance, "acl", u, markers.get(f"acl:{u}")) for u in sorted(users)]
     return found
 
 

@@ -306,11 +306,11 @@ def result(future: Any, verb: str, what: str, field: str = "") -> Any:
 
 
 class Unanswered(EngineUnavailable):
-    """A request the broker did not answer; inside a verb, `stopped_answering` names the instance."""
+    """A request the broker did not answer; inside a verb, `broker_failures_named` names the instance."""
 
 
 @contextmanager
-def stopped_answering(instance: SharedInstance) -> Iterator[None]:
+def broker_failures_named(instance: SharedInstance) -> Iterator[None]:
     """A broker lost after the admin client connected: every wait on it fails, as a timeout of the
     request's future (librdkafka's own request timeout is as long) or a transport error."""
     try:
@@ -410,7 +410,7 @@ class KafkaKind(KindProvider):
         return []
 
     def failures_named(self, instance: SharedInstance) -> ContextManager[None]:
-        return stopped_answering(instance)
+        return broker_failures_named(instance)
 
     def marker_key(self, ident: Identity) -> str:
         return f"{self.marker_kind}:{self.engine_name(ident.name, ident.owner)}"

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import re
 from contextlib import contextmanager
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -171,7 +171,9 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
                 # The process's first session, sent before the server's version was known.
                 conn.execute(sql.SQL("SET idle_session_timeout = {}").format(sql.Literal(ADMIN_IDLE_LIMIT)))
             yield conn
-        except psycopg.errors._WaitTimeout as err:  # its state is unknown: closed, so nothing waits on it again
+        # psycopg's own wait timeout (private in name; Connection.wait raises it from 3.3, pyproject's floor). The
+        # session's state is unknown: closed, so nothing waits on it again.
+        except psycopg.errors._WaitTimeout as err:
             conn.close()
             raise instance.stopped_answering(TimeoutError(f"no answer within {ANSWER_LIMIT:.0f}s")) from err
         except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
