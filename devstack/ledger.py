@@ -29,6 +29,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -202,6 +203,8 @@ def open_stack(
                 return auto.Stack.create_or_select(workspace, workspace_obj)
             except auto.errors.StackAlreadyExistsError:  # another caller created it since the select
                 pass
+            except auto.errors.ConcurrentUpdateError:  # another caller is creating it: its lock, for a moment
+                return _select_once_made(workspace, workspace_obj)
         return auto.Stack.select(workspace, workspace_obj)
     except auto.errors.StackNotFoundError as err:
         raise NotFound(
@@ -212,6 +215,18 @@ def open_stack(
         torn = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace), work_dir)
         hint = f"an interrupted run left {torn[0]} empty: run `devstack recover -w {workspace}`" if torn else ""
         raise EngineError("open", f"stack {workspace!r}", cli_error(err), hint) from err
+
+
+def _select_once_made(workspace: str, workspace_obj: auto.LocalWorkspace, wait: float = 10.0) -> auto.Stack:
+    """The stack another caller is creating, selected once its creation ends (bounded by `wait` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return auto.Stack.select(workspace, workspace_obj)
+        except (auto.errors.StackNotFoundError, auto.errors.ConcurrentUpdateError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 #: A password inside a backend URL: postgres://user:pass@host/db, or ...?user=u&password=pass.
