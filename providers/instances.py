@@ -43,11 +43,13 @@ class SharedInstance(BaseModel):
         return (f"start it with `python -m tools.engines start {self.engine}`, or fix shared.{self.name}.host "
                 f"and .port in the stack config if it runs elsewhere")
 
-    def stopped_answering(self, err: BaseException) -> EngineUnavailable:
+    def stopped_answering(self, cause: BaseException | str) -> EngineUnavailable:
         """The error for a server that went away (or stopped answering) in the middle of a call, after
-        it had answered the connect: what was asked may or may not have been done, and a rerun finds out."""
+        it had answered the connect: what was asked may or may not have been done, and a rerun finds out.
+        `cause`: the client's error, or what was seen (`no answer within 30s`)."""
+        seen = first_line(cause) if isinstance(cause, BaseException) else cause
         return EngineUnavailable("keep talking to", f"{self.engine} instance {self.name!r} at {self.address}",
-                                 f"it stopped answering in the middle of the call ({first_line(err)})",
+                                 f"it stopped answering in the middle of the call ({seen})",
                                  f"{self.start_hint()}, then run the command again")
 
     @field_validator("host")

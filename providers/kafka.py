@@ -316,16 +316,16 @@ def broker_failures_named(instance: SharedInstance) -> Iterator[None]:
     try:
         yield
     except TimeoutError as err:
-        raise instance.stopped_answering(TimeoutError(f"no answer within {REQUEST_TIMEOUT:.0f}s")) from err
+        raise instance.stopped_answering(f"no answer within {REQUEST_TIMEOUT:.0f}s") from err
     except Unanswered as err:
-        raise instance.stopped_answering(RuntimeError(err.cause)) from err
+        raise instance.stopped_answering(err.cause) from err
     except KafkaException as err:
         if error_code(err) not in _UNAVAILABLE:
             raise
         text = err.args[0].str() if err.args else str(err)
         if error_code(err) in _REJECTED:
             raise unavailable(instance, text, rejected=True) from err
-        raise instance.stopped_answering(RuntimeError(text)) from err
+        raise instance.stopped_answering(text) from err
 
 
 def refusal(err: KafkaException, verb: str, what: str, field: str = "") -> DevstackError:

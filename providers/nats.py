@@ -286,7 +286,7 @@ class Sessions:
             if not working.done():
                 working.cancel()
         if working not in done:
-            raise instance.stopped_answering(ConnectionError("the connection closed"))
+            raise instance.stopped_answering("the connection closed")
         try:
             return working.result()
         except (nats_errors.ConnectionClosedError, nats_errors.TimeoutError, asyncio.TimeoutError, OSError) as err:

@@ -175,7 +175,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
         # session's state is unknown: closed, so nothing waits on it again.
         except psycopg.errors._WaitTimeout as err:
             conn.close()
-            raise instance.stopped_answering(TimeoutError(f"no answer within {ANSWER_LIMIT:.0f}s")) from err
+            raise instance.stopped_answering(f"no answer within {ANSWER_LIMIT:.0f}s") from err
         except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
             raise EngineUnavailable("keep talking to", what, f"it ended this admin session after it sat idle for "
                                     f"{ADMIN_IDLE_LIMIT} ({first_line(err)})", "nothing more was changed; run it again"
