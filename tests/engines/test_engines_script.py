@@ -31,6 +31,7 @@ import psycopg
 import pytest
 import redis
 
+from providers.identity import Identity
 from providers.redis import AclUser
 from tests.conftest import configured
 from tests.engines.conftest import props
@@ -336,6 +337,31 @@ def test_a_tenant_acl_user_stays_the_projects_after_redis_is_killed(engines_dir)
         assert provider.create(inputs).outs["user"] == created.outs["user"]  # adopted, as before the kill
     finally:
         provider.delete(created.id, created.outs)
+
+
+def test_a_purged_redis_index_stays_purged_after_redis_is_killed(engines_dir):
+    """Redis 7.0 replays a transaction of the append-only file (a script's several writes) as `default`:
+    with `user default off` and no permissions it dropped each one (NOPERM in its log) at every start,
+    so a purge's FLUSHDB and freed index came back, and so did a tenant's own MULTI/EXEC undone."""
+    from providers.redis import RedisIndex
+
+    user, password = CREDS["redis"]
+    shared = {"cache": {"engine": "redis", "port": PORTS["redis"], "adminUser": user, "adminSecret": "redisAdmin"}}
+    index = configured(RedisIndex(), {"shared": shared}, {"redis": password})
+    inputs = index.check({}, props("redis", "cache", "redis_index", "purged", "purged", purge=True)).inputs
+    made = index.create(inputs)
+    db = made.outs["db"]
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password, db=db) as admin:
+        admin.set("purged:data", "1")
+        with admin.pipeline(transaction=True) as both:  # a tenant's transaction: two writes, one MULTI/EXEC
+            both.set("purged:one", "1").set("purged:two", "2").execute()
+    index.delete(made.id, made.outs)  # the purge: FLUSHDB and the index freed, in one script
+    _kill_and_wait(pid_file(engines_dir, "redis")[0])
+    assert run_cli(engines_dir, "start", "redis").returncode == 0
+    with redis.Redis(host=HOST, port=PORTS["redis"], username=user, password=password, db=db) as admin:
+        assert admin.dbsize() == 0  # still purged
+    assert index.observe(index._instances["cache"], Identity.from_props(inputs)) is None  # still free
+    assert "NOPERM" not in (engines_dir / "redis" / "redis.log").read_text()
 
 
 def test_redis_data_from_snapshots_alone_is_kept_when_the_append_only_file_is_turned_on(engines_dir):

@@ -150,7 +150,10 @@ def _acl(credential: Credential, tenant_users: list[str]) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.@-]+", credential.user):
         raise ValueError(f"redis admin user name {credential.user!r} has characters an ACL file cannot hold")
     digest = hashlib.sha256(credential.password.encode()).hexdigest()
-    lines = ["user default off", f"user {credential.user} on #{digest} ~* &* +@all", *tenant_users]
+    # `default` cannot log in (off, no password), but keeps every permission: Redis 7.0 replays each
+    # MULTI/EXEC of the append-only file (a script's writes, a purge, a tenant's transaction) as
+    # `default`, and without them drops it with NOPERM at every start, bringing back what it undid.
+    lines = ["user default off ~* &* +@all", f"user {credential.user} on #{digest} ~* &* +@all", *tenant_users]
     return "\n".join(lines) + "\n"
 
 
