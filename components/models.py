@@ -95,6 +95,18 @@ class WorkspaceConfig(Strict):
     name: str = Field(min_length=1)
     shared: dict[str, InstanceConfig] = Field(default_factory=dict)
     projects: list[str] = Field(default_factory=list)
+    #: Project name -> the workspace it moves here from (as a Conflict names it, `old@3f0c…`, or its
+    #: stack name alone): only then may a create take over what that workspace's marker names.
+    adopt: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("adopt")
+    @classmethod
+    def _workspace_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for project, workspace in value.items():
+            if not workspace.strip() or workspace != workspace.strip():
+                raise ValueError(f"{project}: blank or with spaces around it; give the workspace the Conflict "
+                                 "names (stack@digest) or its stack name")
+        return value
 
     @field_validator("shared", mode="before")
     @classmethod

@@ -169,11 +169,26 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         projects.append(project)
         located.append((project, relative, report.file))
     problems += _reach_clashes(located, workspace)
+    if len(located) == len(listed):  # every project's name is known
+        problems += _unknown_adoptions(workspace, owners, stack_file, stack_display)
     if config_is_set is not None:
         problems += _admin_secret_problems(workspace, used, config_is_set, config_is_secret, stack_file, stack_display)
     if problems:
         raise WorkspaceInvalid(problems)
     return Validated(workspace, projects)
+
+
+def _unknown_adoptions(workspace: WorkspaceConfig, owners: dict[str, str], stack_file: YamlFile | None,
+                       stack_display: str) -> list[Problem]:
+    """An `adopt` entry for a project no listed file declares: it would wait, unnoticed, to let a later
+    project of that name take over another workspace's resources."""
+    report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
+    for project in workspace.adopt:
+        if project not in owners:
+            listed = ", ".join(sorted(owners)) or "none"
+            report.add(("adopt", project), f"no project of this workspace is named {project!r} (its projects: "
+                                           f"{listed}); fix the name or remove the entry")
+    return report.problems
 
 
 def _admin_secret_problems(workspace: WorkspaceConfig, used: set[str], config_is_set: Callable[[str], bool],
@@ -183,19 +198,21 @@ def _admin_secret_problems(workspace: WorkspaceConfig, used: set[str], config_is
     without --secret, or the automation API's ConfigValue without secret=True): it would sit unencrypted
     in the stack config and in the provider's state."""
     report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace"))
+    # The file is Pulumi.<stack>.yaml: name the stack, or the command would set the selected one's.
+    stack = Path(stack_display).name.removeprefix("Pulumi.").removesuffix(".yaml")
     for name, instance in workspace.shared.items():
         key = instance.admin_secret
+        store = f"pulumi config set --secret devstack:{key} --stack {stack}, the value on stdin"
         if not config_is_set(key):
             if name in used:
                 report.add(("shared", name, "adminSecret"),
                            f"config key devstack:{key} is not set (store the {instance.engine} admin "
-                           f"password there: pulumi config set --secret devstack:{key}, the value on stdin)")
+                           f"password there: {store})")
         elif config_is_secret is not None and not config_is_secret(key):
             report.add(("shared", name, "adminSecret"),
                        f"config key devstack:{key} holds the {instance.engine} admin password in plaintext, which "
                        f"would be kept unencrypted in the stack config and the state (set it again as a secret: "
-                       f"pulumi config set --secret devstack:{key}, the value on stdin; from Python, "
-                       f"ConfigValue(..., secret=True))")
+                       f"{store}; from Python, ConfigValue(..., secret=True))")
     return report.problems
 
 

@@ -291,6 +291,8 @@ def _redis(instance: SharedInstance) -> str:
         return str(client.info("server")["redis_version"])
     except redis.AuthenticationError as err:
         raise Rejected(str(err)) from err
+    except redis.TimeoutError as err:  # connected, then no answer (its connect is checked before)
+        raise NoAnswer(f"no answer within {TIMEOUT:.0f}s") from err
     finally:
         client.close()
 
@@ -433,7 +435,11 @@ def diagnose(config: dict[str, Any], root: Path, stack: str, bin_dir: Path = BIN
                                                       "devstack:workspace is not set: the stack config names no "
                                                       "shared instances or projects (stacks/Pulumi.local.yaml has "
                                                       "an example)"])
-    raw = parse_object(config.get("devstack:workspace")) or {}
+    try:
+        raw = parse_object(config.get("devstack:workspace")) or {}
+    except ValueError as err:
+        return Report(stack, toolchain(bin_dir), [], [f"{stack_config_file(root, short_stack_name(stack))}: "
+                                                      f"devstack:workspace: {err}"])
     declared, problems = _declarations(
         raw, root, stack, lambda key: config.get(f"devstack:{key}") is not None or f"devstack:{key}" in unreadable,
         None if plaintext is None else lambda key: f"devstack:{key}" not in plaintext)

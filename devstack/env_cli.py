@@ -53,9 +53,11 @@ def _environment(args: argparse.Namespace, show_secrets: bool) -> ledger.Service
 
 
 def exec_with_env(command: list[str], env: dict[str, str]) -> int:
-    """Run `command` with `env` over the current environment; its exit status (127 if it cannot start)."""
+    """Run `command` with `env` over the current environment; its exit status (127 if it cannot start,
+    128 + the signal's number if a signal ended it, as a shell reports it)."""
     try:
-        return subprocess.run(command, env={**os.environ, **env}, check=False).returncode
+        code = subprocess.run(command, env={**os.environ, **env}, check=False).returncode
+        return 128 - code if code < 0 else code
     except OSError as err:
         print(f"cannot run {command[0]!r}: {err.strerror or err}", file=sys.stderr)
         return NOT_STARTED

@@ -61,6 +61,7 @@ from devstack.ledger_cli import add_stack_options, open_from, resource_group
 from providers import errors as provider_errors
 from providers import registry
 from providers.instances import SharedInstance, parse_object
+from tools.pulumi_env import cancelled_gracefully_on_interrupt
 
 Confirm = Callable[[str], bool]
 Out = Callable[[str], None]
@@ -348,7 +349,11 @@ def write_text(path: Path, text: str) -> None:
 
 
 def _entry_index(text: str, target: Target) -> int | None:
-    data = yaml.safe_load(text)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:  # a file picked by its path (`--project p/devstack.yaml`) is not read before
+        raise InvalidQuery("edit", target.what, f"{target.project.relative} cannot be read: {unreadable_reason(err)}",
+                           "nothing was changed; fix the file (`pulumi preview` shows every problem)") from err
     found = yamledit.matching_entries(data, target.instance.name, target.kind, target.name)
     if len(found) > 1:
         raise InvalidQuery("edit", target.what, f"{len(found)} entries declare it in {target.project.relative}",
@@ -440,7 +445,8 @@ def update(target: Target, plan: Plan | None = None) -> auto.UpResult:
     """Run the update for `target` alone (and what depends on it)."""
     urns, dependents = plan or target.targets()
     try:
-        return target.workspace.stack.up(target=urns, target_dependents=dependents)
+        with cancelled_gracefully_on_interrupt():
+            return target.workspace.stack.up(target=urns, target_dependents=dependents)
     except auto.errors.CommandError as err:
         raise _cli_error("update", target.what, err) from err
 

@@ -55,7 +55,7 @@ from devstack.errors import (
 )
 from providers.base import ACCESS_RULES, POLICY_FIELDS
 from providers.identity import Identity
-from tools.pulumi_env import ROOT, STATE_DIR, pulumi_env
+from tools.pulumi_env import ROOT, STATE_DIR, cancelled_gracefully_on_interrupt, pulumi_env
 
 #: Variables a user may set (e.g. after `eval "$(python -m tools.pulumi_env)"`)
 #: that take precedence over the checkout's defaults.
@@ -609,11 +609,15 @@ def instances_config(stack: auto.Stack) -> dict[str, Any]:
     calls build them from it. InvalidQuery (nothing done) naming the file, line and field otherwise."""
     from pydantic import ValidationError
 
-    from providers.instances import instances_from_config
+    from components.models import WorkspaceConfig
+    from providers.instances import WORKSPACE_KEY, instances_from_config, parse_object
 
     config = stack_config(stack)
     try:
         instances_from_config(config)
+        raw = parse_object(config.get(WORKSPACE_KEY))
+        if raw is not None:  # the whole of it: a misspelt `projects` would make every project an orphan
+            WorkspaceConfig.model_validate(raw)
     except (ValidationError, ValueError, AttributeError, TypeError) as err:
         found = workspace_problems(stack, config) or [str(err).splitlines()[0]]
         raise InvalidQuery("read", f"the workspace of stack {short_name(stack)!r}", "; ".join(found),
@@ -744,7 +748,8 @@ class Removal(_Model):
 def _state_delete(stack: auto.Stack, urns: list[str]) -> None:
     """Un-track resources: `pulumi state delete` (one CLI call), never an engine call."""
     if urns:
-        run_cli(stack, "state", "delete", *urns, "--yes")
+        with cancelled_gracefully_on_interrupt():
+            run_cli(stack, "state", "delete", *urns, "--yes")
 
 
 def _dependents(tracked: Iterable[Tracked], urns: set[str]) -> list[Tracked]:
@@ -906,7 +911,8 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
                                    "lists them: once the stack is free, `pulumi refresh`, then destroy again"),
                        done()) from err
     try:
-        stack.destroy()
+        with cancelled_gracefully_on_interrupt():
+            stack.destroy()
     except auto.errors.CommandError as err:
         raise _stopped(EngineError("destroy", f"stack {stack.name!r}", cli_error(err)), done(untracked=True)) from err
     return done(untracked=True)
@@ -945,7 +951,9 @@ def recover(
 ) -> Recovery:
     """The documented recovery after a killed `pulumi up`: repair, unlock, resolve pending operations.
 
-    Run it once nothing else works on the stack: `pulumi cancel` removes any lock.
+    On a file backend it removes only the locks of runs no longer running on this machine; elsewhere,
+    where locks cannot be seen, `pulumi cancel` removes any lock: run it once nothing else works on
+    the stack.
 
     Creates that were in flight leave the ledger, made or not, and the rest is
     refreshed with the current stack config (`refresh --clear-pending-creates
@@ -956,7 +964,8 @@ def recover(
     require_stack_name(workspace)  # before any file is touched
     variables = stack_env(backend_url, env)
     root = file_backend_root(variables["PULUMI_BACKEND_URL"], Path(work_dir))
-    for lock in _lock_files(root, PROGRAM_PROJECT, short_stack_name(workspace)):
+    stale = _lock_files(root, PROGRAM_PROJECT, short_stack_name(workspace))
+    for lock in stale:
         holder = _running_holder(lock)
         if holder:  # its lock broken and its pending operations cleared, the run would lose what it records
             raise EngineError("recover", f"stack {workspace!r}", f"a pulumi run that holds its lock is still "
@@ -967,10 +976,16 @@ def recover(
         path.unlink()
     stack = open_stack(workspace, backend_url, work_dir, env=env)
     pending = len(export_deployment(stack).get("pending_operations") or [])
-    run_cli(stack, "cancel", "--yes")  # the killed run's lock; a no-op when there is none
+    if root is None:
+        run_cli(stack, "cancel", "--yes")  # another backend's lock cannot be seen: whichever it holds goes
+    for lock in stale:
+        # Only the killed run's, as checked above: `pulumi cancel` would also take the lock of a run
+        # started since, which the refresh below then waits for (or fails on) instead.
+        lock.unlink(missing_ok=True)
     done = Recovery(workspace=workspace, repaired=[str(p) for p in repaired], pending_cleared=0)
     try:
-        stack.refresh(clear_pending_creates=True, run_program=True)
+        with cancelled_gracefully_on_interrupt():
+            stack.refresh(clear_pending_creates=True, run_program=True)
     except auto.errors.CommandError as err:
         raise _stopped(EngineError("refresh", f"stack {workspace!r}", cli_error(err),
                                    "the stack is unlocked and its metadata repaired; once the cause is fixed, "

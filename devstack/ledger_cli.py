@@ -253,7 +253,15 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
         workspace = imperative.Workspace.of(stack)
     except NotFound:
         return []  # a stack without a workspace config has no devstack.yaml to edit
-    for ref in workspace.projects():
+    refs = workspace.projects()
+    if not any(ref.name == resource.project for ref in refs):
+        unreadable = [ref for ref in refs if ref.unreadable]
+        if unreadable:  # it may declare the entry, which the next `pulumi up` would then make again
+            raise InvalidQuery("remove", resource.id, "; ".join(f"{ref.relative} cannot be read: {ref.unreadable}"
+                                                                for ref in unreadable),
+                               "nothing was changed; fix the file (`pulumi preview` shows every problem), then "
+                               "run the command again")
+    for ref in refs:
         if ref.name == resource.project and ref.path.is_file():
             try:
                 text = imperative.without_declaration(ref.path, resource.instance, resource.kind, resource.name)

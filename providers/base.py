@@ -36,7 +36,7 @@ from pydantic_core import to_jsonable_python
 
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
-from providers.instances import SharedInstance, instances_from_config
+from providers.instances import SharedInstance, adoptions_from_config, instances_from_config
 
 #: Inputs that are not identity and not params, compared by diff as updates.
 POLICY_FIELDS = ("credentials", "purge", "stack")
@@ -135,6 +135,7 @@ class KindProvider(ResourceProvider):
     def __init__(self) -> None:
         super().__init__()
         self._instances: dict[str, SharedInstance] = {}
+        self._adoptions: dict[str, str] = {}
 
     def __reduce__(self) -> tuple[type, tuple[()]]:
         # Pickled as its class alone, so configured instances (admin passwords) never
@@ -146,7 +147,7 @@ class KindProvider(ResourceProvider):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Only for providers pickled by earlier versions (class plus an empty state).
-        self._instances = {}
+        self._instances, self._adoptions = {}, {}
 
     @classmethod
     def revision_inputs(cls) -> dict[str, int]:
@@ -291,6 +292,7 @@ class KindProvider(ResourceProvider):
 
     def configure(self, req: ConfigureRequest) -> None:
         self._instances = instances_from_config(req.config)
+        self._adoptions = adoptions_from_config(req.config)
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = [
@@ -425,6 +427,7 @@ class KindProvider(ResourceProvider):
         if observed is not None and observed.owner != ident.owner:
             raise self._conflict("create", ident, observed)
         if observed is not None:
+            self._refuse_elsewhere("create", ident, observed, props.get("stack"))
             # Ours already (a killed run's, or retained by a replace): adopted as it is where it cannot change.
             wanted, live = spec.model_dump(mode="json"), {**observed.attributes, "params": observed.params}
             fixed = frozenset(key for key in self.create_only if not self.holds(key, wanted.get(key), live))
@@ -510,11 +513,30 @@ class KindProvider(ResourceProvider):
         if observed is not None and observed.owner == ident.owner:
             self._refuse_elsewhere("drop", ident, observed, props.get("stack"))
 
-    def _refuse_elsewhere(self, verb: str, ident: Identity, observed: Observed, ours: str | None) -> None:
+    def _refuse_elsewhere(self, verb: str, ident: Identity, observed: Observed, ours: str | None,
+                          held: str | None = None) -> None:
         """Conflict when `observed`'s marker names another workspace than `ours`: that workspace's up adopted
-        it (its project moved there, say), and it and its data are that workspace's now."""
+        it (its project moved there, say), and it and its data are that workspace's now.
+
+        A create takes it over only from the workspace `devstack:workspace.adopt` says the project
+        moves here from: otherwise two workspaces listing one project would take each other's
+        resources (and reset their generated passwords) at every up. `held`: what exists, when it is not
+        the resource itself (a database's project login role)."""
         if not marked_elsewhere(observed.workspace, ours):
             return
+        if verb == "create":
+            if moves_from(self._adoptions.get(ident.owner), observed.workspace):
+                return
+            raise Conflict(
+                "create", f"{self.kind} {ident}",
+                f"{held or self._engine_object_name(ident)} already exists in {self.engine} instance "
+                f"{ident.instance!r} and belongs to project {ident.owner!r} of workspace {observed.workspace!r}, "
+                f"another ledger than this one ({ours!r})",
+                "nothing was changed; two workspaces cannot hold one project on the same engines: give this one "
+                f"another project name, or, to move project {ident.owner!r} here, un-track it in that workspace "
+                f"first (the README's moving a project), then add `adopt: {{{ident.owner}: {observed.workspace}}}` "
+                "under this workspace's devstack:workspace and run `pulumi up` again",
+            )
         raise Conflict(
             verb, f"{self.kind} {ident}",
             f"its marker names workspace {observed.workspace!r}, not this one ({ours!r}): that workspace's up "
@@ -654,6 +676,15 @@ def marked_stack(workspace: str) -> tuple[str, str]:
     """(stack, ledger digest) of a marker's workspace as marker_workspace writes it; "" for a bare name."""
     stack, _, digest = workspace.partition("@")
     return stack, digest
+
+
+def moves_from(origin: str | None, marked: str | None) -> bool:
+    """Whether a marker's workspace `marked` is the one `origin` (an `adopt` entry: stack@digest, or the
+    stack name alone for any ledger of that name) says the project moves from."""
+    if not origin or not marked:
+        return False
+    (stack, digest), (marked_name, marked_digest) = marked_stack(origin), marked_stack(marked)
+    return stack == marked_name and (not digest or digest == marked_digest)
 
 
 def marked_elsewhere(marked: str | None, ours: str | None) -> bool:

@@ -109,8 +109,15 @@ class _ConfigReader(Protocol):
 
 
 def parse_object(value: Any) -> Any:
-    """Structured config reaches providers as JSON text; accept either form."""
-    return json.loads(value) if isinstance(value, str) else value
+    """Structured config reaches providers as JSON text; accept either form. ValueError, saying what to
+    write, for text that is no JSON (`devstack:workspace: hello`)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise ValueError(f"not a mapping (got {value[:40]!r}): give it name, shared and projects, as "
+                         "stacks/Pulumi.local.yaml does") from None
 
 
 def instances_from_config(config: _ConfigReader) -> dict[str, SharedInstance]:
@@ -123,3 +130,9 @@ def instances_from_config(config: _ConfigReader) -> dict[str, SharedInstance]:
         secret = SecretStr(password) if password is not None else None  # never a plain str, even in an error
         instances[name] = SharedInstance.model_validate({**raw, "name": name, "admin_password": secret})
     return instances
+
+
+def adoptions_from_config(config: _ConfigReader) -> dict[str, str]:
+    """`devstack:workspace.adopt`: project -> the workspace whose resources of it a create may take over."""
+    workspace = parse_object(config.get(WORKSPACE_KEY)) or {}
+    return {str(project): str(origin) for project, origin in (workspace.get("adopt") or {}).items()}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, ContextManager, Iterable, Iterator, Literal, Mapping
 
@@ -544,6 +545,7 @@ class Topic(KafkaKind):
     marker_kind = "topic"
     Spec = TopicSpec
     create_only = frozenset({"replication_factor"})
+    refusable_in_place = frozenset({"config"})  # a name or value the broker does not take
     attributes = ("host", "port", "topic", "partitions")
 
     @classmethod
@@ -569,6 +571,20 @@ class Topic(KafkaKind):
             return [("replication_factor", f"{spec.replication_factor} replicas need as many brokers and the cluster "
                                            f"at {instance.address} has {brokers}",
                      f"set replicationFactor to at most {brokers}")]
+        if spec.config:
+            # The broker validates a topic of these params under a name nobody has; nothing is made.
+            probe = NewTopic(f"devstack-probe-{uuid.uuid4().hex}", spec.partitions, spec.replication_factor,
+                             config=dict(spec.config))
+            future = admin_client(instance).create_topics([probe], validate_only=True,
+                                                          request_timeout=REQUEST_TIMEOUT)[probe.topic]
+            try:
+                future.result(timeout=REQUEST_TIMEOUT)
+            except KafkaException as err:
+                if error_code(err) != KafkaError.INVALID_CONFIG:
+                    raise refusal(err, "check", f"topic {ident}") from err
+                return [("config", f"the broker refuses it: {err.args[0].str() if err.args else err}",
+                         "give topic configs as Kafka names them, with values of their type (kafka-configs "
+                         "--describe --all lists them)")]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:

@@ -75,6 +75,10 @@ def identifier(name: str) -> str:
     return mapped
 
 
+#: The databases initdb makes: no project may have one of these names.
+SERVER_DATABASES = frozenset({"postgres", "template0", "template1"})
+
+
 def role_identifier(name: str) -> str:
     """`identifier`, for a role: PostgreSQL reserves `public`, `none` and every `pg_*` role name."""
     mapped = identifier(name)
@@ -555,13 +559,18 @@ class Database(KindProvider):
     Spec = DatabaseSpec
     login_per_owner = True  # every database of a project owns (and logs in as) the project's role
     create_only = frozenset({"encoding", "locale"})
+    refusable_in_place = frozenset({"extensions"})  # one the server lacks, or not trusted
     attributes = ("host", "port", "user", "database", "password")
     secret_outputs = ("password",)
 
     @classmethod
     def engine_name(cls, name: str, owner: str) -> str:
         tenant_role(owner)  # the owner must map too: it names the role
-        return identifier(name)
+        mapped = identifier(name)
+        if mapped in SERVER_DATABASES:
+            raise InvalidSpec("map", repr(name), f"every PostgreSQL server has a database {mapped!r} of its own; "
+                              "choose another name")
+        return mapped
 
     @classmethod
     def owner_objects(cls, host: str, port: int, owner: str) -> tuple[tuple[str, str, int, str, str], ...]:
@@ -579,7 +588,8 @@ class Database(KindProvider):
             except psycopg.errors.InvalidParameterValue as err:
                 return [("locale", f"the server has no locale {spec.locale!r} ({first_line(err)})",
                          "set params.locale to one the server has: `locale -a` on its machine; C.UTF-8 always works")]
-        return []
+            problems = _extension_problems(conn, spec.extensions)
+        return [("extensions", "; ".join(problems), EXTENSIONS_FIX)] if problems else []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         database = identifier(ident.name)
@@ -678,7 +688,7 @@ class Database(KindProvider):
                 raise NotFound("update", f"database {ident}", "it no longer exists",
                                "run `pulumi refresh`, then `pulumi up` to create it again")
             self._check_database_owner(conn, ident, database, "update")
-            _check_extensions(conn, ident, spec.extensions)
+            _check_extensions(conn, ident, spec.extensions, "update")
             if password != old.get("password") or False in (old.get("passwordInSync"), old.get("login")):
                 _set_password(conn, role, password)
             self._converge(conn, database, role, spec, marker, ident.owner)
@@ -747,7 +757,17 @@ class Database(KindProvider):
         """Create the project's LOGIN role, or take over its existing one; True when it was created."""
         row = role_row(conn, role)
         if row is not None and (row.owner != ident.owner or row.marker_kind != PROJECT_ROLE):
-            raise self._conflict("create", ident, Observed(owner=row.owner))
+            holder = (f"project {row.owner!r}" if row.owner and row.owner != ident.owner
+                      else f"project {row.owner!r} as a {row.marker_kind}" if row.owner
+                      else "something devstack does not manage")
+            raise Conflict("create", f"database {ident}",
+                           f"its project's login role {role!r} already exists in postgres instance "
+                           f"{ident.instance!r} and belongs to {holder}",
+                           "every database of a project logs in as a role named after the project, so the project "
+                           "needs another name on this server; nothing was changed")
+        if row is not None:  # its password is another workspace's databases' login too
+            self._refuse_elsewhere("create", ident, Observed(owner=row.owner, workspace=row.workspace),
+                                   marker_field(marker, "stack"), held=f"its project's login role {role!r}")
         with conn.transaction():  # never a role without its marker, whatever cuts the call short
             if row is None:
                 conn.execute(
@@ -840,15 +860,25 @@ def _managed_extensions(instance: SharedInstance, database: str) -> list[str]:
     return [row[0] for row in rows]
 
 
-def _check_extensions(conn: psycopg.Connection, ident: Identity, wanted: list[str]) -> None:
-    """InvalidSpec, before anything changes, for an unknown, untrusted or incomplete extension list.
+EXTENSIONS_FIX = "list only trusted extensions from pg_available_extensions, with the ones they require"
+
+
+def _check_extensions(conn: psycopg.Connection, ident: Identity, wanted: list[str], verb: str = "create") -> None:
+    """InvalidSpec, before anything changes, for an unknown, untrusted or incomplete extension list."""
+    problems = _extension_problems(conn, wanted)
+    if problems:
+        raise InvalidSpec(verb, f"database {ident}", "params.extensions: " + "; ".join(problems), EXTENSIONS_FIX)
+
+
+def _extension_problems(conn: psycopg.Connection, wanted: list[str]) -> list[str]:
+    """What is wrong with an extension list: unknown, untrusted, or without one a listed one requires.
 
     Only trusted extensions (those a database owner may install itself) are
     allowed: devstack installs them as admin, and an untrusted one (file_fdw,
     adminpack, dblink ...) could hand a tenant superuser-only powers.
     """
     if not wanted:
-        return
+        return []
     trusted_column = sql.SQL("v.trusted" if FEATURES["trusted_extensions"](_major(conn)) else "false")
     rows = conn.execute(
         sql.SQL(
@@ -870,11 +900,7 @@ def _check_extensions(conn: psycopg.Connection, ident: Identity, wanted: list[st
         for missing in requires
         if missing not in wanted
     ]
-    if problems:
-        raise InvalidSpec(
-            "create", f"database {ident}", "params.extensions: " + "; ".join(problems),
-            "list only trusted extensions from pg_available_extensions, with the ones they require",
-        )
+    return problems
 
 
 def _create_extensions(instance: SharedInstance, database: str, wanted: list[str]) -> None:

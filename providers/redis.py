@@ -93,12 +93,16 @@ def key_prefix(owner: str) -> str:
     return f"{owner}:"
 
 
+#: Seconds an admin command waits for its answer.
+ANSWER_LIMIT = 10.0
+
+
 @contextmanager
 def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
     """An admin client on db 0, checked with PING; EngineUnavailable when the server does not answer."""
     client = redis_py.Redis(
         host=instance.host, port=instance.port, username=instance.admin_user, password=instance.password(),
-        socket_timeout=10, socket_connect_timeout=5, decode_responses=True,
+        socket_timeout=ANSWER_LIMIT, socket_connect_timeout=5, decode_responses=True,
         # Fail fast: the default retries a refused connection for seconds.
         retry=redis_py.retry.Retry(redis_py.backoff.NoBackoff(), 0),
     )
@@ -106,17 +110,18 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
         client.ping()
     except redis_py.RedisError as err:
         client.close()
+        cause = str(err) or type(err).__name__
         if isinstance(err, redis_py.AuthenticationError):
             hint = f"check devstack:{instance.admin_secret} in the stack config"
+        elif isinstance(err, redis_py.TimeoutError) and "connecting" not in cause:  # connected: SIGSTOP, say
+            cause, hint = f"it accepts connections but did not answer within {ANSWER_LIMIT:.0f}s", instance.start_hint()
         elif isinstance(err, (redis_py.ConnectionError, redis_py.TimeoutError)):
             hint = instance.start_hint()
         elif str(err).startswith("BUSY"):  # any client's long script holds the whole server
             hint = "a script someone runs there holds every client; an admin can end it (SCRIPT KILL), then run it again"
         else:  # something answers there, but not as Redis does: another engine's port, say
             hint = f"it does not answer as Redis: check shared.{instance.name}.port in the stack config"
-        raise EngineUnavailable(
-            "connect to", f"redis instance {instance.name!r} at {instance.address}", str(err) or type(err).__name__, hint
-        ) from err
+        raise EngineUnavailable("connect to", f"redis instance {instance.name!r} at {instance.address}", cause, hint) from err
     with client:
         try:
             yield client

@@ -14,6 +14,10 @@ import os
 import secrets
 import shlex
 import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +36,44 @@ def let_plugins_see_sigint() -> None:
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextmanager
+def cancelled_gracefully_on_interrupt() -> Iterator[None]:
+    """Run a pulumi command of the automation API so that Ctrl-C lets it cancel instead of killing it.
+
+    Ctrl-C in a terminal reaches pulumi too (one process group): it cancels, lets the operations in
+    flight end, saves the state and releases the stack's lock. The automation API would meanwhile
+    take the KeyboardInterrupt, close pulumi's pipes and leave, and pulumi die on its next write
+    with the lock held and operations pending. So the first Ctrl-C here only waits for pulumi to
+    end, then raises KeyboardInterrupt (as its failure's cause when it failed); a second one
+    stops waiting at once. Outside the main thread, or with SIGINT handled otherwise, a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    interrupted = threading.Event()
+
+    def wait_for_pulumi(_signum: int, _frame: object) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        print("interrupted: waiting for pulumi to end (Ctrl-C in a terminal cancels its run: it saves what it "
+              "made and releases the stack); Ctrl-C again stops waiting, and the stack then needs "
+              "`devstack recover`", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, wait_for_pulumi)
+    try:
+        yield
+    except Exception as err:
+        if interrupted.is_set():
+            raise KeyboardInterrupt from err
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interrupted.is_set():
+        raise KeyboardInterrupt
 
 
 def ensure_passphrase(path: Path = PASSPHRASE_FILE) -> Path:

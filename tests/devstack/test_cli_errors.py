@@ -167,6 +167,49 @@ def test_a_malformed_instance_in_the_stack_config_is_named_not_a_traceback(tmp_p
     assert box_ids(sandbox, "bad") == {"redis/cache/acl_user/alpha@alpha"}
 
 
+def _tracking_alpha(tmp_path: Path, workspace: dict) -> Sandbox:
+    """A sandbox whose stack `w` tracks project alpha's PostgreSQL database, with this `devstack:workspace`."""
+    from pulumi import automation as auto
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("w", create=True)
+    rows = [{"engine": "postgres", "instance": "pg", "kind": "database", "name": "alpha", "owner": "alpha"}]
+    import_state(stack, synthetic_resources("w", rows))
+    shared = {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": 25432, "adminUser": "devstack_admin",
+                     "adminSecret": "pgAdmin"}}
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({"name": "w", "shared": shared, **workspace})))
+    stack.set_config("devstack:pgAdmin", auto.ConfigValue("x", secret=True))
+    return sandbox
+
+
+def test_gc_refuses_a_workspace_whose_projects_key_is_misspelt(tmp_path):
+    """`project:` for `projects:` would make every project the workspace lists look unlisted, and
+    `--prune` drop what the ledger tracks as orphans."""
+    sandbox = _tracking_alpha(tmp_path, {"project": ["alpha/devstack.yaml"]})
+    done = sandbox.cli("resource", "gc", "--prune", "--yes", "-w", "w")
+    assert done.returncode == InvalidQuery.exit_code and "Traceback" not in done.stderr, done.stderr
+    assert "Pulumi.w.yaml:" in done.stderr and "config.devstack:workspace.project: unknown field" in done.stderr
+    assert box_ids(sandbox, "w") == {"postgres/pg/database/alpha@alpha"}
+
+
+@pytest.mark.parametrize("text", [
+    "name: alpha\nresources:\n  - {uses: pg, kind: database, name: alpha\n",  # unclosed flow mapping
+    "name: alpha\nresources:\n\t- uses: pg\n",  # a tab
+])
+def test_rm_refuses_while_a_listed_project_file_cannot_be_read(tmp_path, text):
+    """The unreadable file may declare the entry: un-tracked but still declared, the next `pulumi up`
+    would make it again (empty, after a --purge-data)."""
+    (tmp_path / "alpha").mkdir()
+    (tmp_path / "alpha" / "devstack.yaml").write_text(text)
+    sandbox = _tracking_alpha(tmp_path, {"projects": ["alpha/devstack.yaml"]})
+    for verb in (["resource", "rm", "alpha", "--yes"], ["db", "rm", "alpha", "-p", "alpha/devstack.yaml", "--yes"]):
+        done = sandbox.cli(*verb, "-w", "w")
+        assert done.returncode == InvalidQuery.exit_code and "Traceback" not in done.stderr, (verb, done.stderr)
+        assert "alpha/devstack.yaml cannot be read: not valid YAML at line" in done.stderr, done.stderr
+    assert box_ids(sandbox, "w") == {"postgres/pg/database/alpha@alpha"}
+    assert (tmp_path / "alpha" / "devstack.yaml").read_text() == text
+
+
 def box_ids(sandbox: Sandbox, workspace: str) -> set[str]:
     return {r["id"] for r in sandbox.cli_json("resource", "list", "-w", workspace)["items"]}
 
@@ -179,6 +222,12 @@ def test_a_work_dir_that_does_not_exist_is_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"the work dir {missing} is not a directory" in err and "Traceback" not in err
     assert not missing.exists()  # nothing was made there
+    import subprocess
+    import sys
+
+    as_module = subprocess.run([sys.executable, "-m", "devstack", "resource", "list", "--work-dir", str(missing)],
+                               capture_output=True, text=True, timeout=60)
+    assert as_module.returncode == InvalidQuery.exit_code and f"the work dir {missing}" in as_module.stderr
 
 
 @pytest.mark.parametrize("text, why", [
@@ -267,3 +316,32 @@ def test_recover_refuses_while_the_run_holding_the_lock_is_still_running(tmp_pat
         holder.wait()
     # Killed, its lock is what recover is for: it goes past the check (to the repair).
     assert ledger._running_holder(lock) is None
+
+
+def test_recover_breaks_only_the_killed_runs_lock_not_one_taken_since(tmp_path, monkeypatch):
+    """A run that takes the stack's lock after recover looked at the locks keeps it: `pulumi cancel` had
+    removed it too, and then gc, rm and destroy --purge-data ran beside that run unrefused."""
+    import json
+    import socket
+
+    from devstack import ledger
+    from devstack.errors import EngineError
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    sandbox.open("local", create=True)
+    backend = Path(sandbox.env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    locks = backend / ".pulumi" / "locks" / "organization" / "devstack" / "local"
+    locks.mkdir(parents=True, exist_ok=True)
+    killed = {"pid": 2 ** 22 + 1, "username": "u", "hostname": socket.gethostname(), "timestamp": "then"}
+    (locks / "killed.json").write_text(json.dumps(killed))
+    started_since = locks / "started-since.json"
+    opened = ledger.open_stack
+
+    def a_run_takes_the_lock_meanwhile(*args, **kwargs):
+        started_since.write_text(json.dumps({**killed, "pid": 1, "timestamp": "now"}))
+        return opened(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "open_stack", a_run_takes_the_lock_meanwhile)
+    with pytest.raises(EngineError, match="locked"):  # its refresh meets the new run's lock
+        ledger.recover("local", sandbox.env["PULUMI_BACKEND_URL"], tmp_path, env=sandbox.env)
+    assert started_since.exists() and not (locks / "killed.json").exists()

@@ -429,7 +429,10 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
     queue = f"{p}-q"
 
     def adopt_then_confirm(_text: str) -> bool:
-        provider = ledger.configured_provider(config, "localstack", "queue")
+        # A workspace the project moves to: its `adopt` names the one gc runs for.
+        moving = {**config, "devstack:workspace": {**config["devstack:workspace"],
+                                                   "adopt": {p: planted["stack"].name}}}
+        provider = ledger.configured_provider(moving, "localstack", "queue")
         props = {"engine": "localstack", "instance": "aws", "kind": "queue", "name": "q", "owner": p,
                  "params": {}, "credentials": "predictable", "purge": False, "stack": "elsewhere@beef00"}
         created = provider.create(props)

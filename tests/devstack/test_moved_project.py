@@ -1,10 +1,11 @@
-"""A project moved to another workspace: the old workspace's purge refuses what the new one adopted.
+"""A project moved to another workspace: the new one adopts only from the workspace it names, and the old
+workspace's purge refuses what the new one adopted.
 
-Workspace B lists a project workspace A still tracks; B's up adopts every
-resource and re-marks it for B. A then stops declaring the project with
-`purge: true` (or destroys with `--purge-data`): each purge is a Conflict
-naming B, and the data stays with B. B's own purge still drops it. A
-lifecycle rule has no marker of its own and is the exception.
+Workspace B lists a project workspace A still tracks. Without `adopt` naming A for it, every create of B
+meets A's marker and is a Conflict that changes nothing. With it, B's up adopts every resource and
+re-marks it for B. A then stops declaring the project with `purge: true` (or destroys with
+`--purge-data`): each purge is a Conflict naming B, and the data stays with B. B's own purge still drops
+it. A lifecycle rule has no marker of its own and is the exception.
 """
 
 from __future__ import annotations
@@ -37,17 +38,29 @@ def test_a_purge_refuses_every_kind_another_workspace_adopted(admin, local_share
     p = f"mv{token()}"
     config = workspace_config(local_shared, admin, "moved", [])
     old, new = marker_workspace("old", "the old workspace's salt"), marker_workspace("new", "the new one's salt")
+    moving = {**config, "devstack:workspace": {**config["devstack:workspace"], "adopt": {p: old}}}
     plan = orphan_plan(p)
     expected = {(e, k, engine_name(e, k, n, p)) for e, _, k, n, _ in plan}
     made, old_outs, new_outs = [], [], []
+
+    def create(config: dict, engine: str, instance: str, kind: str, name: str, params: dict, marker: str) -> dict:
+        return ledger.configured_provider(config, engine, kind).create(
+            {"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": p, "params": params,
+             "credentials": "predictable", "purge": True, "stack": marker}).outs
+
     try:
-        for marker, outs in ((old, old_outs), (new, new_outs)):
-            for engine, instance, kind, name, params in plan:
-                provider = ledger.configured_provider(config, engine, kind)
-                made.append((engine, instance, kind, name, p))
-                outs.append(provider.create({"engine": engine, "instance": instance, "kind": kind, "name": name,
-                                             "owner": p, "params": params, "credentials": "predictable",
-                                             "purge": True, "stack": marker}).outs)
+        for engine, instance, kind, name, params in plan:
+            made.append((engine, instance, kind, name, p))
+            old_outs.append(create(config, engine, instance, kind, name, params, old))
+        for engine, instance, kind, name, params in plan:
+            if kind == "lifecycle":
+                continue  # no marker of its own (in an up, its bucket's Conflict comes first)
+            with pytest.raises(Conflict, match=f"of workspace '{old}'.*nothing was changed.*adopt: {{{p}: {old}}}"):
+                create(config, engine, instance, kind, name, params, new)  # a workspace that does not say it moves
+        assert marks_of(config, p) == dict.fromkeys(expected, old)
+
+        for engine, instance, kind, name, params in plan:
+            new_outs.append(create(moving, engine, instance, kind, name, params, new))
         assert marks_of(config, p) == dict.fromkeys(expected, new)  # the new workspace's up re-marked each one
 
         for (engine, instance, kind, name, _p), outs in reversed(list(zip(plan, old_outs))):
@@ -72,22 +85,29 @@ def test_a_purge_refuses_every_kind_another_workspace_adopted(admin, local_share
 
 def test_sibling_databases_of_one_project_keep_their_own_workspaces(admin, local_shared):
     """One login role serves all of a project's databases, whichever workspaces declare them: a database's
-    workspace is its own marker's, so neither a purge nor gc takes one for another's."""
+    workspace is its own marker's, so neither a purge nor gc takes one for another's. A second workspace
+    declares another database of the project only once it says it adopts the project from the first:
+    before, the project's login role, which the first one's databases log in as, refuses it."""
     p = f"sb{token()}"
     config = workspace_config(local_shared, admin, "siblings", [])
-    provider = ledger.configured_provider(config, "postgres", "database")
     first, second = marker_workspace("first", "its salt"), marker_workspace("second", "its salt")
+    moving = {**config, "devstack:workspace": {**config["devstack:workspace"], "adopt": {p: "first"}}}
 
-    def create(name: str, marker: str) -> dict:
-        return provider.create({"engine": "postgres", "instance": "pg", "kind": "database", "name": name, "owner": p,
-                                "params": {}, "credentials": "predictable", "purge": True, "stack": marker}).outs
+    def create(config: dict, name: str, marker: str) -> dict:
+        return ledger.configured_provider(config, "postgres", "database").create(
+            {"engine": "postgres", "instance": "pg", "kind": "database", "name": name, "owner": p,
+             "params": {}, "credentials": "predictable", "purge": True, "stack": marker}).outs
 
+    provider = ledger.configured_provider(config, "postgres", "database")
     made = [p]
     try:
-        mine = create(p, first)
+        mine = create(config, p, first)
         made.append(f"{p}-legacy")
-        create(f"{p}-legacy", second)  # the other workspace's database, made last
         legacy = engine_name("postgres", "database", f"{p}-legacy", p)
+        with pytest.raises(Conflict, match=f"its project's login role '{p}' already exists .* workspace '{first}'"):
+            create(config, f"{p}-legacy", second)
+        assert marks_of(config, p) == {("postgres", "database", mine["database"]): first}
+        create(moving, f"{p}-legacy", second)  # the other workspace's database, made last
         assert marks_of(config, p) == {("postgres", "database", mine["database"]): first,
                                        ("postgres", "database", legacy): second}
         provider.delete("id", mine)  # the first workspace's purge of its own database

@@ -168,6 +168,9 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     assert (ran.returncode, ran.stdout.strip()) == (0, db_a), ran.stderr
     failed = sandbox.cli("exec", a, "api", "-w", "rmd", "--", "python", "-c", "raise SystemExit(7)")
     assert failed.returncode == 7
+    killed = sandbox.cli("exec", a, "api", "-w", "rmd", "--", "python", "-c",
+                         "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+    assert killed.returncode == 128 + 15  # as a shell reports a command a signal ended
 
     # rm without --purge-data: out of the ledger, still in the engine.
     rm = sandbox.cli("resource", "rm", a, "--kind", "acl_user", "-w", "rmd")

@@ -94,6 +94,23 @@ def test_an_engine_that_accepts_connections_but_stopped_answering_is_reported_in
     assert down.fix == f"check {engine} at 127.0.0.1:{proxy.port}: stopped, or overloaded"
 
 
+def test_a_stalled_redis_is_reported_as_not_answering_when_its_own_timeout_comes_first(admin, root):
+    """The probe's own socket timeout (3s) ends before the doctor's bound: it had read as "the admin
+    check failed: TimeoutError: Timeout reading from socket"."""
+    from tests.faults.proxy import Proxy
+    from tools.engines import load
+
+    proxy = Proxy(load("redis").port).start()
+    try:
+        proxy.stall()
+        config = config_for(admin, shared_config(admin, {"redis": proxy.port}), ["doc/devstack.yaml"])
+        down = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == "redis")
+    finally:
+        proxy.stop()
+    assert down.problem == (f"it accepts connections at 127.0.0.1:{proxy.port} but did not answer the admin check "
+                            f"(no answer within {doctor.TIMEOUT:.0f}s)")
+
+
 def test_stopped_engine_through_the_command_exits_1(scratch, admin):
     port = closed_port()
     scratch.set_workspace(shared_config(admin, {"kafka": port}))
@@ -234,6 +251,13 @@ def test_malformed_workspace_is_a_problem_not_a_crash(root):
     report = doctor.diagnose(config, root, "doc")
     assert (report.ok, report.instances) == (False, [])
     assert any("shared.pg.port: is required" in p for p in report.problems), report.problems
+
+
+def test_a_workspace_that_is_not_a_mapping_is_a_problem_saying_what_to_write(root):
+    report = doctor.diagnose({"devstack:workspace": "hello"}, root, "doc")
+    assert (report.ok, report.instances) == (False, [])
+    assert len(report.problems) == 1, report.problems
+    assert "devstack:workspace: not a mapping (got 'hello'): give it name, shared and projects" in report.problems[0]
 
 
 def test_a_stack_without_a_workspace_says_so(root):

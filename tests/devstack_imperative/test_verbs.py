@@ -13,12 +13,13 @@ import argparse
 import dataclasses
 import io
 import secrets
+from pathlib import Path
 
 import pytest
 import yaml
 
 from devstack import imperative, yamledit
-from tests.devstack_imperative.conftest import INSTANCES, shared_config
+from tests.devstack_imperative.conftest import INSTANCES, STACK, shared_config
 
 #: engine -> (kind, create argv, rm argv or None for the Python API, a param the create sets).
 #: The localstack queue is the project's own (no name given, so the entry has no `name:`).
@@ -389,3 +390,43 @@ def test_rm_without_purge_data_keeps_the_data_of_an_entry_declared_purge_true(sc
     assert scratch.verb("queue", "add", name)[0] == 0  # adopted again, then dropped on purpose
     assert scratch.verb("queue", "rm", name, "--purge-data")[0] == 0
     assert scratch.observe("localstack", "queue", name) is None
+
+
+def test_ctrl_c_during_the_update_lets_pulumi_cancel_and_release_the_stack(scratch):
+    """Ctrl-C in a terminal reaches devstack and pulumi alike (one process group). The automation API
+    used to close pulumi's pipes at once, and pulumi died on its next write with the stack locked and
+    operations pending, for `devstack recover` to mend. Now devstack waits for pulumi's own cancel."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.devstack.conftest import DEVSTACK
+    from tests.faults.proxy import Proxy
+
+    proxy = Proxy(shared_config(scratch.admin)["cache"]["port"]).start()
+    scratch.set_workspace(shared_config(scratch.admin, {"redis": proxy.port}))
+    proxy.stall()  # the create waits on Redis (10s at most), so the up is still running at the Ctrl-C
+    locks = Path(os.environ["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "locks"
+    verb = subprocess.Popen(
+        [str(DEVSTACK), "resource", "create", "redis", "redis_index", "extra", "-p", scratch.project,
+         "--workspace", STACK, "--work-dir", str(scratch.work), "--yes"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.is_file() for p in locks.rglob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert any(p.is_file() for p in locks.rglob("*.json")), "the up never took the stack's lock"
+        time.sleep(2)
+        os.killpg(verb.pid, signal.SIGINT)  # as a terminal's Ctrl-C does
+        _out, err = verb.communicate(timeout=90)
+    finally:
+        if verb.poll() is None:
+            os.killpg(verb.pid, signal.SIGKILL)
+        proxy.stop()
+        proxy.start()  # forwarding again, for the purge at the end
+    assert verb.returncode == 130 and "interrupted" in err, err
+    assert "Traceback" not in err and "closed file" not in err, err
+    assert not any(p.is_file() for p in locks.rglob("*.json")), "the stack is still locked"
+    assert not (scratch.stack.export_stack().deployment or {}).get("pending_operations")
+    scratch.stack.refresh()  # free: no ConcurrentUpdateError, nothing for `devstack recover` to do

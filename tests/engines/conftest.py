@@ -65,8 +65,9 @@ def configure(admin, local_workspace) -> Callable[[KindProvider], KindProvider]:
     """Configure a provider instance with the local workspace and admin secrets."""
     passwords = {engine: credential.password for engine, credential in admin.items()}
 
-    def configure_provider(provider: KindProvider) -> KindProvider:
-        return configured(provider, local_workspace, passwords)
+    def configure_provider(provider: KindProvider, adopt: dict[str, str] | None = None) -> KindProvider:
+        """`adopt`: the workspace's `adopt` (project -> the workspace it moves from), if any."""
+        return configured(provider, {**local_workspace, "adopt": adopt} if adopt else local_workspace, passwords)
 
     return configure_provider
 

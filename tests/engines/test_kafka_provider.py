@@ -231,7 +231,8 @@ def test_partition_decrease_is_refused_with_the_reason(topic, owner, kadmin):
 def test_a_refused_config_leaves_the_partitions_as_they_were(topic, owner, kadmin):
     """Growing partitions cannot be undone: an update whose config the broker refuses must not grow them."""
     outs = topic.create(topic_inputs(topic, owner, partitions=3)).outs
-    news = topic_inputs(topic, owner, olds=outs, partitions=5, config={"cleanup.policy": "bogus"})
+    news = topic_inputs(topic, owner, olds=outs, partitions=5)
+    news["params"] = {**news["params"], "config": {"cleanup.policy": "bogus"}}  # past check, which refuses it
     with pytest.raises(InvalidSpec, match=r"params\.config: the broker refused"):
         topic.update("id", outs, news)
     assert len(describe(kadmin, f"{owner}.orders").partitions) == 3
@@ -414,10 +415,29 @@ def test_topic_bad_params_fail_check_naming_the_field(topic, owner, name, params
 
 
 def test_unknown_topic_config_is_refused_naming_the_field_and_nothing_created(topic, owner, kadmin):
+    inputs = topic_inputs(topic, owner)
+    inputs["params"] = {**inputs["params"], "config": {"retention.days": "1"}}  # past check, which refuses it
     with pytest.raises(InvalidSpec, match=r"params\.config: .*Unknown topic config name: retention\.days"):
-        topic.create(topic_inputs(topic, owner, config={"retention.days": "1"}))
+        topic.create(inputs)
     assert describe(kadmin, f"{owner}.orders") is None
     assert marker_of(topic, kadmin, f"topic:{owner}.orders") is None  # no stray marker for a topic never made
+
+
+@pytest.mark.parametrize("config, says", [
+    ({"retention.days": "1"}, "Unknown topic config name: retention.days"),
+    ({"retention.ms": "abc"}, "retention.ms"),
+    ({"cleanup.policy": "bogus"}, "cleanup.policy"),
+])
+def test_a_topic_config_the_broker_refuses_fails_check_before_the_up(topic, owner, kadmin, config, says):
+    """Said at the preview, new or changed, not half-way through the up after the workspace's other creates."""
+    found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"config": config}))
+    assert says in found["params.config"] and "the topic was not made" in found["params.config"], found
+    assert describe(kadmin, f"{owner}.orders") is None
+    outs = topic.create(topic_inputs(topic, owner)).outs
+    found = failures(topic, props("kafka", "kafka", "topic", "orders", owner, {"config": config}), olds=outs)
+    assert says in found["params.config"] and "the topic was not changed" in found["params.config"], found
+    assert not set(config) & set(dynamic_configs(kadmin, f"{owner}.orders", "topic"))
+    assert [t for t in kadmin.list_topics(timeout=TIMEOUT).topics if t.startswith("devstack-probe-")] == []
 
 
 # --- acl -------------------------------------------------------------------------------------

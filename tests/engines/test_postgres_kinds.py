@@ -194,6 +194,20 @@ def test_database_bad_extensions_change_nothing(database, owner, admin_conn, wan
     assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
 
 
+@pytest.mark.parametrize("wanted, message", [
+    (["no_such_extension"], "'no_such_extension' is not available"),
+    (["file_fdw"], "'file_fdw' is not a trusted extension"),
+])
+def test_database_bad_extensions_fail_check_before_the_up(database, owner, admin_conn, wanted, message):
+    """Said at the preview, new or changed, not half-way through the up after the workspace's other creates."""
+    found = check_failures(database, props("postgres", "pg", "database", owner, owner, {"extensions": wanted}))
+    assert message in found["params.extensions"] and "the database was not made" in found["params.extensions"]
+    made = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    changed = database.check(made, props("postgres", "pg", "database", owner, owner, {"extensions": wanted}))
+    assert [(f.property, message in f.reason, "was not changed" in f.reason) for f in changed.failures] == [
+        ("params.extensions", True, True)]
+
+
 def test_database_extension_names_with_a_dash_are_quoted(database, owner, admin):
     database.create(props("postgres", "pg", "database", owner, owner, {"extensions": ["uuid-ossp"]}))
     assert extensions(admin, owner) == ["uuid-ossp"]
@@ -902,8 +916,13 @@ def test_a_tenants_database_settings_never_steer_the_admins_sessions(database, u
 
 
 def test_two_stacks_in_parallel_never_collide(configure, owner, admin_conn, cleanup):
-    """5 rounds x 4 threads: two provider instances (two stacks) race on one project's database, role and users."""
-    stacks = [(configure(Database()), configure(Role()), configure(User())) for _ in range(2)]
+    """5 rounds x 4 threads: two provider instances (two stacks) race on one project's database, role and users.
+    Each stack's `adopt` names the other for the project (else the second would be refused, as it should)."""
+    rounds = 5
+    stacks = []
+    for index in range(2):
+        adopt = dict.fromkeys((f"{owner}r{round_}" for round_ in range(rounds)), f"stack{1 - index}")
+        stacks.append((configure(Database(), adopt), configure(Role(), adopt), configure(User(), adopt)))
 
     def one_stack(round_owner: str, thread: int) -> None:
         database, role, user = stacks[thread % 2]
@@ -913,7 +932,7 @@ def test_two_stacks_in_parallel_never_collide(configure, owner, admin_conn, clea
         user.create(props("postgres", "pg", "user", f"u{thread}", round_owner, {"role": "readers"}, stack=stack))
 
     started = time.monotonic()
-    for round_ in range(5):
+    for round_ in range(rounds):
         round_owner = f"{owner}r{round_}"
         with ThreadPoolExecutor(max_workers=4) as pool:
             for future in [pool.submit(one_stack, round_owner, thread) for thread in range(4)]:

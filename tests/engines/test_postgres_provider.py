@@ -97,6 +97,19 @@ def test_foreign_database_is_a_conflict_and_untouched(database, owner, admin_con
     assert admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() is None
 
 
+def test_a_project_whose_login_role_name_is_taken_is_told_to_rename_the_project(database, owner, admin_conn):
+    """A role of the project's name that devstack does not manage (the server's own `postgres`, say): the
+    database does not exist, so "choose another name for this resource" would not help."""
+    admin_conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(owner)))
+    try:
+        with pytest.raises(Conflict, match=f"its project's login role '{owner}' already exists .* something devstack "
+                                           "does not manage .* the project needs another name"):
+            database.create(props("postgres", "pg", "database", f"x_{owner}", owner))
+        assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (f"x_{owner}",)).fetchone() is None
+    finally:
+        admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
+
+
 def test_a_locale_the_server_lacks_is_invalid_spec_and_leaves_no_role(database, owner, admin_conn):
     """The server checks locales, not the model: refused, the call leaves nothing behind (a role without
     its database is invisible to gc). Check says so first, so the preview fails rather than the up."""

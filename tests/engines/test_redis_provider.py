@@ -124,7 +124,7 @@ def test_index_update_in_place_and_replace_on_pinned_index(index, owner, admin_r
     assert diff.changes and diff.replaces == []
     assert index.update("id", outs, moved).outs["db"] == outs["db"]
     assert allocation(admin_redis, owner)["stack"] == "other-stack"
-    pinned = {**inputs, "params": {"index": outs["db"] + 1}}
+    pinned = {**inputs, "stack": "other-stack", "params": {"index": outs["db"] + 1}}  # as the marker says now
     purged = {**outs, "purge": True}
     assert index.diff("id", purged, {**pinned, "purge": True}).replaces == ["params.index"]
     assert index.diff("id", purged, {**pinned, "purge": True}).delete_before_replace is True
@@ -297,6 +297,20 @@ def test_a_server_gone_in_the_middle_of_a_call_is_named_not_a_traceback(through_
         with admin_client(instance) as client:
             proxy.stop()
             client.hget(ALLOCATIONS_KEY, "anyone")
+
+
+def test_a_server_that_accepts_connections_but_does_not_answer_is_named_as_such(through_proxy, monkeypatch):
+    """Stopped with its connections open (SIGSTOP): the kernel still accepts, and "Timeout reading from
+    socket" had been reported as a connect failure, as if the server were not running."""
+    import providers.redis
+
+    monkeypatch.setattr(providers.redis, "ANSWER_LIMIT", 1.0)  # 10 s in earnest
+    instance, proxy = through_proxy(RedisIndex(), "cache")
+    proxy.stall()
+    with pytest.raises(EngineUnavailable, match=rf"cannot connect to redis instance 'cache' at 127\.0\.0\.1:"
+                                                rf"{proxy.port}: it accepts connections but did not answer within 1s"):
+        with admin_client(instance):
+            pass
 
 
 def test_another_engine_at_the_address_is_named_as_such_not_a_traceback(configure, owner):
@@ -531,11 +545,15 @@ def test_tenant_isolation_between_two_projects(index, acl_user, owner, admin_red
 
 
 def test_two_stacks_allocate_in_parallel_without_duplicates(configure, owner, admin_redis, admin, cleanup):
-    """5 rounds x 4 threads: two provider instances race for indexes and postgres databases."""
-    stacks = [(configure(RedisIndex()), configure(Database())) for _ in range(2)]
+    """5 rounds x 4 threads: two provider instances race for indexes and postgres databases. Each stack's
+    `adopt` names the other for the project both declare (else the second would be refused, as it should)."""
+    rounds, stacks = 5, []
+    for index in range(2):
+        adopt = dict.fromkeys((f"{owner}r{round_}s" for round_ in range(rounds)), f"stack{1 - index}")
+        stacks.append((configure(RedisIndex(), adopt), configure(Database(), adopt)))
     started = time.monotonic()
     try:
-        for round_ in range(5):
+        for round_ in range(rounds):
             # Threads 0 and 1 declare the same project from two stacks; 2 and 3 are two other projects.
             owners = [f"{owner}r{round_}s", f"{owner}r{round_}s", f"{owner}r{round_}x", f"{owner}r{round_}y"]
 

@@ -52,9 +52,11 @@ def every_engine(purge: bool = True) -> list[dict]:
     return [{"uses": instance, "kind": kind, "purge": purge} for instance, (_e, kind) in MIX.items()]
 
 
-def configure(stack: auto.Stack, files: list[str], shared: dict, credentials: dict, name: str = "faults") -> None:
-    """Set the workspace (these projects on these instances) and the admin secrets on `stack`."""
-    values = {"devstack:workspace": auto.ConfigValue(json.dumps({"name": name, "shared": shared, "projects": files}))}
+def configure(stack: auto.Stack, files: list[str], shared: dict, credentials: dict, name: str = "faults",
+              adopt: dict[str, str] | None = None) -> None:
+    """Set the workspace (these projects on these instances, `adopt` if given) and the admin secrets on `stack`."""
+    workspace = {"name": name, "shared": shared, "projects": files, **({"adopt": adopt} if adopt else {})}
+    values = {"devstack:workspace": auto.ConfigValue(json.dumps(workspace))}
     for instance in shared.values():
         values[f"devstack:{instance['adminSecret']}"] = auto.ConfigValue(credentials[instance["engine"]].password,
                                                                          secret=True)

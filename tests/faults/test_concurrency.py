@@ -113,20 +113,30 @@ def test_second_up_on_the_same_stack_fails_on_the_lock(project_dir, offline_env,
 
 def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_purges(
         tmp_path, pulumi_command, admin, shared, prefix):
-    """Workspace b lists a project workspace a holds with `purge: true`; b's up adopts every resource.
+    """Workspace b lists a project workspace a holds with `purge: true`: b's up refuses to take over a's
+    resources, changing nothing, until b's `adopt` names a for the project; then it adopts every resource.
     a then stops listing it: a's up refuses each purge naming b, drops nothing, and once a's ledger lets
     go of the project as the README's move procedure says, a's up goes through. b keeps the data."""
     from devstack.errors import IdentityConflict
     from devstack.ledger import destroy_stack, run_cli
 
     project = f"{prefix}-moved"
-    (old, _w, files), (new, _nw, _nf) = (workspace(tmp_path / side, pulumi_command, shared, admin, project)
-                                         for side in ("old", "new"))
+    (old, _w, files), (new, _nw, new_files) = (workspace(tmp_path / side, pulumi_command, shared, admin, project)
+                                               for side in ("old", "new"))
     try:
         assert changes(old.up()) == {"create": 3 + len(MIX)}
-        assert changes(new.up()) == {"create": 3 + len(MIX)}  # adopted: the engines hold one of each
         everything = sweep(project, shared, admin, dry_run=True)
         assert sum(everything.values()) == len(MIX) + 2  # a database is two objects, an acl user too
+        with pytest.raises(auto.errors.CommandError) as refused:
+            new.up()  # a second workspace listing the project, which says nothing of a move
+        held = set(re.findall(r"belongs to project '[^']+' of workspace '([^']+)', another ledger",
+                              str(refused.value)))
+        assert len(held) == 1 and f"adopt: {{{project}: {next(iter(held))}}}" in str(refused.value)
+        assert sweep(project, shared, admin, dry_run=True) == everything
+        assert changes(old.refresh()) == {}  # the old workspace's logins and markers are as they were
+
+        configure(new, new_files, shared, admin, adopt={project: next(iter(held))})
+        assert changes(new.up()) == {"create": len(MIX)}  # adopted (the refused up made the components)
 
         configure(old, [], shared, admin)  # the old workspace no longer lists it; its entries purge
         with pytest.raises(auto.errors.CommandError) as refused:

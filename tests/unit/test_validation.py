@@ -85,6 +85,9 @@ CASES = [
      "resources[0].name", "PostgreSQL reserves the role name 'public'"),
     (HEADER.replace("name: shop", "name: pg-tools") + "resources:\n  - uses: pg  # <-\n    kind: database\n",
      "resources[0].name", "PostgreSQL reserves the role name 'pg_tools'"),
+    # every server has these: the up would meet them, unmarked, and refuse
+    (db(name="template1"), "resources[0].name", "every PostgreSQL server has a database 'template1' of its own"),
+    (db(name="postgres"), "resources[0].name", "every PostgreSQL server has a database 'postgres' of its own"),
     (db("    params:\n      connectionLimit: 3000000000  # <-\n"), "resources[0].params.connectionLimit",
      "less than or equal to 2147483647"),
     # a login named like the instance's admin: refused mid-up (it exists, unmarked), never to be the admin
@@ -594,6 +597,17 @@ def test_an_instance_field_that_could_never_reach_its_engine_is_a_problem(tmp_pa
     assert [p.path for p in found] == [f"config.devstack:workspace.shared.pg.{field}"] and says in found[0].message
 
 
+def test_an_adopt_entry_must_name_a_project_of_the_workspace(tmp_path):
+    (tmp_path / "typo").mkdir(), (tmp_path / "blank").mkdir()
+    assert problems(tmp_path, HEADER, workspace={**WORKSPACE, "adopt": {"shop": "old@3f0c1a2b3c4d"}}) == []
+    found = problems(tmp_path / "typo", HEADER, workspace={**WORKSPACE, "adopt": {"shopp": "old"}})
+    assert [p.path for p in found] == ["config.devstack:workspace.adopt.shopp"]
+    assert "no project of this workspace is named 'shopp' (its projects: shop)" in found[0].message
+    found = problems(tmp_path / "blank", HEADER, workspace={**WORKSPACE, "adopt": {"shop": " "}})
+    assert [p.path for p in found] == ["config.devstack:workspace.adopt"]
+    assert "shop: blank" in found[0].message
+
+
 def test_a_workspace_needs_a_name(tmp_path):
     found = problems(tmp_path, HEADER, workspace={**WORKSPACE, "name": ""})
     assert [p.path for p in found] == ["config.devstack:workspace.name"]
@@ -639,7 +653,8 @@ def test_admin_secret_of_an_instance_in_use_must_be_set(tmp_path):
         validate(workspace, tmp_path, None, "stacks/Pulumi.test.yaml", config_is_set=lambda key: key == "pgAdmin")
     (problem,) = raised.value.problems  # pg's is set; objects, aws ... are unused
     assert problem.path == "config.devstack:workspace.shared.cache.adminSecret"
-    assert "devstack:cacheAdmin is not set" in problem.message and "pulumi config set --secret devstack:cacheAdmin" in problem.message
+    assert "devstack:cacheAdmin is not set" in problem.message
+    assert "pulumi config set --secret devstack:cacheAdmin --stack test," in problem.message  # not the selected one
     assert validate(workspace, tmp_path, None, "x", config_is_set=lambda key: key in ("pgAdmin", "cacheAdmin")).projects
     # Every problem at once: a project with a problem of its own still needs its instances' secrets.
     path.write_text(db() + "  - uses: cache\n    kind: redis_indx\n")
@@ -663,7 +678,7 @@ def test_an_admin_password_in_plaintext_is_a_problem_used_or_not(tmp_path):
     (problem,) = raised.value.problems  # objects is unused, but its password is in the file all the same
     assert problem.path == "config.devstack:workspace.shared.objects.adminSecret"
     assert "devstack:objectsAdmin holds the minio admin password in plaintext" in problem.message
-    assert "pulumi config set --secret devstack:objectsAdmin" in problem.message
+    assert "pulumi config set --secret devstack:objectsAdmin --stack test," in problem.message
     assert validate(workspace, tmp_path, None, "x", config_is_set=lambda key: key in secret,
                     config_is_secret=lambda key: key in secret).projects
 
