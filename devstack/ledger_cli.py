@@ -255,8 +255,10 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
         return []  # a stack without a workspace config has no devstack.yaml to edit
     refs = workspace.projects()
     if not any(ref.name == resource.project for ref in refs):
-        unreadable = [ref for ref in refs if ref.unreadable]
-        if unreadable:  # it may declare the entry, which the next `pulumi up` would then make again
+        # One that exists but cannot be read may declare the entry, which the next `pulumi up` would then
+        # make again; a missing one (its project's directory removed) declares nothing.
+        unreadable = [ref for ref in refs if ref.unreadable and ref.path.exists()]
+        if unreadable:
             raise InvalidQuery("remove", resource.id, "; ".join(f"{ref.relative} cannot be read: {ref.unreadable}"
                                                                 for ref in unreadable),
                                "nothing was changed; fix the file (`pulumi preview` shows every problem), then "

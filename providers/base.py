@@ -325,14 +325,18 @@ class KindProvider(ResourceProvider):
             failures += self._retained_replacements(_olds, old_params, inputs)
         # Offline validation (`devstack validate`, the program) checks with a provider Pulumi never
         # configured: no instances, so no engine to ask.
-        if not failures and self._instances and self._may_be_refused(old_params, inputs["params"]):
+        asked = self._may_be_refused(old_params, inputs["params"])
+        if not failures and self._instances and asked:
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
             with self.engine_errors(news):
                 refused = self.refusals(self._instance(ident, "check"), ident, spec)
+            # A change is refused only for what it sets: a value kept as it is (a replication factor
+            # a broker down cannot hold now) is no reason to refuse a change of another.
+            creating = old_params is None
             failures.extend(CheckFailure(f"params.{self._spelled(param)}",
-                                         f"{problem}; {self._not_done(param, creating=old_params is None)} ({fix})")
-                            for param, problem, fix in refused)
+                                         f"{problem}; {self._not_done(param, creating)} ({fix})")
+                            for param, problem, fix in refused if creating or param in asked)
         return CheckResult(inputs, failures)
 
     def _not_done(self, param: str, creating: bool) -> str:
@@ -369,13 +373,14 @@ class KindProvider(ResourceProvider):
         field = self.Spec.model_fields.get(param)
         return (field.alias if field else None) or param
 
-    def _may_be_refused(self, old_params: dict[str, Any] | None, params: dict[str, Any]) -> bool:
-        """Whether these params set a value the engine may refuse (a create-only one or one of
+    def _may_be_refused(self, old_params: dict[str, Any] | None, params: dict[str, Any]) -> frozenset[str]:
+        """The params that set a value the engine may refuse (a create-only one or one of
         `refusable_in_place`): changed on an existing resource (`old_params`: its inputs' params as
         `_params_as_now` reads them), or away from its default on a new one. A default the engine
         always takes, so most checks of a create call no engine."""
         before = old_params if old_params is not None else {key: self._default(key) for key in params}
-        return any(before.get(key) != params.get(key) for key in self.create_only | self.refusable_in_place)
+        return frozenset(key for key in self.create_only | self.refusable_in_place
+                         if before.get(key) != params.get(key))
 
     def _params_as_now(self, props: dict[str, Any] | None) -> dict[str, Any] | None:
         """Stored params as this release normalizes them: an older one kept `utf-8` where this one keeps

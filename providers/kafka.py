@@ -580,11 +580,12 @@ class Topic(KafkaKind):
             try:
                 future.result(timeout=REQUEST_TIMEOUT)
             except KafkaException as err:
-                if error_code(err) != KafkaError.INVALID_CONFIG:
+                field = _PROBE_FIELDS.get(error_code(err) or 0)
+                if field is None:
                     raise refusal(err, "check", f"topic {ident}") from err
-                return [("config", f"the broker refuses it: {err.args[0].str() if err.args else err}",
+                return [(field, f"the broker refuses it: {err.args[0].str() if err.args else err}",
                          "give topic configs as Kafka names them, with values of their type (kafka-configs "
-                         "--describe --all lists them)")]
+                         "--describe --all lists them)" if field == "config" else "change it")]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
@@ -719,6 +720,11 @@ def create_topic(admin: AdminClient, name: str, spec: TopicSpec, what: str) -> N
                 raise Unsupported("create", what, f"the topic was deleted but is still going away after {DELETE_WAIT:.0f}s",
                                   "retry shortly") from err
         time.sleep(0.5)
+
+
+#: The broker's refusals of a probe topic (Topic.refusals), by the param they are about.
+_PROBE_FIELDS = {KafkaError.INVALID_CONFIG: "config", KafkaError.POLICY_VIOLATION: "config",
+                 KafkaError.INVALID_PARTITIONS: "partitions", KafkaError.INVALID_REPLICATION_FACTOR: "replication_factor"}
 
 
 def field_of(err: KafkaException) -> str:

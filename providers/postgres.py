@@ -765,9 +765,14 @@ class Database(KindProvider):
                            f"{ident.instance!r} and belongs to {holder}",
                            "every database of a project logs in as a role named after the project, so the project "
                            "needs another name on this server; nothing was changed")
-        if row is not None:  # its password is another workspace's databases' login too
-            self._refuse_elsewhere("create", ident, Observed(owner=row.owner, workspace=row.workspace),
-                                   marker_field(marker, "stack"), held=f"its project's login role {role!r}")
+        if row is not None:  # its password is the login of the databases it owns, whichever workspace's
+            # Their own markers say whose they are (each update re-marks a database, never the role).
+            for sibling, recorded in conn.execute(
+                    "SELECT d.datname, {recorded} FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
+                    "WHERE r.rolname = %s ORDER BY 1".format(recorded=RECORDED_WORKSPACES), (role,)).fetchall():
+                self._refuse_elsewhere("create", ident, Observed(owner=ident.owner, workspace=database_workspace(recorded)),
+                                       marker_field(marker, "stack"),
+                                       held=f"its project's login role {role!r}, the login of database {sibling!r},")
         with conn.transaction():  # never a role without its marker, whatever cuts the call short
             if row is None:
                 conn.execute(

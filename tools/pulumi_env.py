@@ -46,8 +46,10 @@ def cancelled_gracefully_on_interrupt() -> Iterator[None]:
     flight end, saves the state and releases the stack's lock. The automation API would meanwhile
     take the KeyboardInterrupt, close pulumi's pipes and leave, and pulumi die on its next write
     with the lock held and operations pending. So the first Ctrl-C here only waits for pulumi to
-    end, then raises KeyboardInterrupt (as its failure's cause when it failed); a second one
-    stops waiting at once. Outside the main thread, or with SIGINT handled otherwise, a no-op.
+    end: when it failed (cancelled), KeyboardInterrupt is raised from its error; when it finished
+    (the signal reached this process alone, or came after its last step), the caller goes on, so
+    what pulumi did is never left half-recorded (`rm`'s file edit after its ledger edit). A second
+    Ctrl-C stops waiting at once. Outside the main thread, or with SIGINT handled otherwise, a no-op.
     """
     if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -72,8 +74,6 @@ def cancelled_gracefully_on_interrupt() -> Iterator[None]:
         raise
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if interrupted.is_set():
-        raise KeyboardInterrupt
 
 
 def ensure_passphrase(path: Path = PASSPHRASE_FILE) -> Path:

@@ -210,6 +210,14 @@ def test_rm_refuses_while_a_listed_project_file_cannot_be_read(tmp_path, text):
     assert (tmp_path / "alpha" / "devstack.yaml").read_text() == text
 
 
+def test_rm_untracks_a_resource_whose_project_file_was_removed(tmp_path):
+    """A listed file that is gone declares nothing: `rm` un-tracks the resource, data kept."""
+    sandbox = _tracking_alpha(tmp_path, {"projects": ["alpha/devstack.yaml"]})
+    done = sandbox.cli("resource", "rm", "alpha", "--yes", "-w", "w")
+    assert done.returncode == 0 and "its data stays in the engine" in done.stdout, done.stderr
+    assert box_ids(sandbox, "w") == set()
+
+
 def box_ids(sandbox: Sandbox, workspace: str) -> set[str]:
     return {r["id"] for r in sandbox.cli_json("resource", "list", "-w", workspace)["items"]}
 

@@ -104,7 +104,8 @@ def test_sibling_databases_of_one_project_keep_their_own_workspaces(admin, local
         mine = create(config, p, first)
         made.append(f"{p}-legacy")
         legacy = engine_name("postgres", "database", f"{p}-legacy", p)
-        with pytest.raises(Conflict, match=f"its project's login role '{p}' already exists .* workspace '{first}'"):
+        with pytest.raises(Conflict, match=f"its project's login role '{p}', the login of database '{p}', already "
+                                           f"exists .* workspace '{first}'"):
             create(config, f"{p}-legacy", second)
         assert marks_of(config, p) == {("postgres", "database", mine["database"]): first}
         create(moving, f"{p}-legacy", second)  # the other workspace's database, made last

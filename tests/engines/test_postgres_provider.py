@@ -110,6 +110,18 @@ def test_a_project_whose_login_role_name_is_taken_is_told_to_rename_the_project(
         admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
 
 
+def test_a_renamed_stack_adds_a_database_though_the_login_role_keeps_the_old_name(database, owner, admin_conn):
+    """An update re-marks a database, never its project's login role, whose marker keeps the stack's old
+    name after `pulumi stack rename`: the new database of the renamed stack is not another workspace's."""
+    first = database.create(props("postgres", "pg", "database", owner, owner, stack="local@abc")).outs
+    database.update("id", first, {**first, "stack": "dev@abc"})  # the first up after the rename
+    made = database.create(props("postgres", "pg", "database", f"{owner}-two", owner, stack="dev@abc")).outs
+    try:
+        assert made["user"] == first["user"]
+    finally:
+        database.delete("id", {**made, "purge": True})
+
+
 def test_a_locale_the_server_lacks_is_invalid_spec_and_leaves_no_role(database, owner, admin_conn):
     """The server checks locales, not the model: refused, the call leaves nothing behind (a role without
     its database is invisible to gc). Check says so first, so the preview fails rather than the up."""
