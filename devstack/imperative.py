@@ -101,6 +101,11 @@ class ProjectRef:
     unreadable: str | None = None
 
 
+def cannot_read(refs: Sequence[ProjectRef]) -> str:
+    """Which project files cannot be read, and why, on one line."""
+    return "; ".join(f"{ref.relative} cannot be read: {ref.unreadable}" for ref in refs)
+
+
 @dataclass
 class Workspace:
     """A stack's `devstack:workspace` config, read once, plus the directory of its files."""
@@ -176,8 +181,7 @@ class Workspace:
                 return ref
         unreadable = [ref for ref in refs if ref.unreadable]
         if unreadable:  # its name may be in there
-            raise InvalidQuery("pick", f"project {name!r}", "; ".join(f"{ref.relative} cannot be read: {ref.unreadable}"
-                                                                     for ref in unreadable),
+            raise InvalidQuery("pick", f"project {name!r}", cannot_read(unreadable),
                                "fix the file (`pulumi preview` shows every problem)")
         raise NotFound("pick", f"project {name!r}", f"workspace {self.config.name!r} has no such project",
                        f"projects: {', '.join(r.name for r in refs) or 'none'}")

@@ -259,8 +259,7 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
         # make again; a missing one (its project's directory removed) declares nothing.
         unreadable = [ref for ref in refs if ref.unreadable and ref.path.exists()]
         if unreadable:
-            raise InvalidQuery("remove", resource.id, "; ".join(f"{ref.relative} cannot be read: {ref.unreadable}"
-                                                                for ref in unreadable),
+            raise InvalidQuery("remove", resource.id, imperative.cannot_read(unreadable),
                                "nothing was changed; fix the file (`pulumi preview` shows every problem), then "
                                "run the command again")
     for ref in refs:

@@ -325,8 +325,7 @@ class KindProvider(ResourceProvider):
             failures += self._retained_replacements(_olds, old_params, inputs)
         # Offline validation (`devstack validate`, the program) checks with a provider Pulumi never
         # configured: no instances, so no engine to ask.
-        asked = self._may_be_refused(old_params, inputs["params"])
-        if not failures and self._instances and asked:
+        if not failures and self._instances and (asked := self._may_be_refused(old_params, inputs["params"])):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
             with self.engine_errors(news):

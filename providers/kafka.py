@@ -580,7 +580,9 @@ class Topic(KafkaKind):
             try:
                 future.result(timeout=REQUEST_TIMEOUT)
             except KafkaException as err:
-                field = _PROBE_FIELDS.get(error_code(err) or 0)
+                # A policy of the broker's (create.topic.policy) judges the configs too.
+                code = error_code(err) or 0
+                field = "config" if code == KafkaError.POLICY_VIOLATION else _REFUSED_PARAMS.get(code)
                 if field is None:
                     raise refusal(err, "check", f"topic {ident}") from err
                 return [(field, f"the broker refuses it: {err.args[0].str() if err.args else err}",
@@ -722,14 +724,15 @@ def create_topic(admin: AdminClient, name: str, spec: TopicSpec, what: str) -> N
         time.sleep(0.5)
 
 
-#: The broker's refusals of a probe topic (Topic.refusals), by the param they are about.
-_PROBE_FIELDS = {KafkaError.INVALID_CONFIG: "config", KafkaError.POLICY_VIOLATION: "config",
-                 KafkaError.INVALID_PARTITIONS: "partitions", KafkaError.INVALID_REPLICATION_FACTOR: "replication_factor"}
+#: The topic param a broker refusal is about, by its error code (TopicSpec's field names).
+_REFUSED_PARAMS = {KafkaError.INVALID_CONFIG: "config", KafkaError.INVALID_REPLICATION_FACTOR: "replication_factor",
+                   KafkaError.INVALID_PARTITIONS: "partitions"}
 
 
 def field_of(err: KafkaException) -> str:
-    return {KafkaError.INVALID_CONFIG: "config", KafkaError.INVALID_REPLICATION_FACTOR: "replicationFactor",
-            KafkaError.INVALID_PARTITIONS: "partitions"}.get(error_code(err) or 0, "")
+    """The refused param as devstack.yaml spells it ("" when the refusal names none)."""
+    param = _REFUSED_PARAMS.get(error_code(err) or 0)
+    return (TopicSpec.model_fields[param].alias or param) if param else ""
 
 
 def wait_until(condition: Callable[[], bool], timeout: float) -> None:
