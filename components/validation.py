@@ -83,7 +83,7 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
     kind, loc = error["type"], error["loc"]
     if kind == "extra_forbidden":
         allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
-        return f"unknown field {loc[-1]!r} (remove it; allowed fields here: {allowed})" if len(loc) == 1 else f"unknown field {loc[-1]!r} (remove it)"
+        return f"unknown field {_shown(loc[-1])} (remove it; allowed fields here: {allowed})" if len(loc) == 1 else f"unknown field {_shown(loc[-1])} (remove it)"
     if kind == "missing":
         return "is required"
     if kind == "literal_error":
@@ -97,6 +97,8 @@ def _message(error: dict[str, Any], model: type[BaseModel]) -> str:
     fix = _WRITE_INSTEAD.get(kind)
     if kind == "string_type" and isinstance(error.get("input"), (bool, int, float)):
         fix = "put it in quotes: YAML reads yes, no, on and off as booleans and 007 as a number"
+    if kind in ("int_type", "float_type") and isinstance(error.get("input"), str):
+        fix = f"{fix}, in plain decimal digits: YAML reads 1e3, 0o10 and a number in quotes as text"
     return f"{message} (got {_shown(error.get('input'))}{'; ' + fix if fix else ''})"
 
 
@@ -116,7 +118,10 @@ _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxoth
 
 def _shown(value: Any, limit: int = 60) -> str:
     """The offending value, cut short."""
-    text = _SHORT.repr(value)
+    return _cut(_SHORT.repr(value), limit)
+
+
+def _cut(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
@@ -311,7 +316,7 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
     kinds = registry.kinds(instance.engine)
     provider = kinds.get(decl.kind)
     if provider is None:
-        report.add(at + ("kind",), f"{decl.kind!r} is not a kind of engine {instance.engine} "
+        report.add(at + ("kind",), f"{_shown(decl.kind)} is not a kind of engine {instance.engine} "
                                    f"(kinds: {', '.join(kinds)})")
         return
     if decl.credentials == "generated" and not provider.secret_outputs:
@@ -321,7 +326,7 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
         if PROJECT_NAME.fullmatch(owner):  # engine names derive from it: a bad one is reported once, on `name`
             provider.engine_name(decl.name or owner, owner)
     except InvalidSpec as err:
-        report.add(at + ("name",), f"{err.cause} (name {decl.name or owner!r}"
+        report.add(at + ("name",), f"{err.cause} (name {_shown(decl.name or owner)}"
                                    f"{'' if decl.name else ', the project name'} cannot be a {instance.engine} {decl.kind} name)")
     try:
         spec = provider.Spec.model_validate(decl.params, strict=True)
@@ -330,7 +335,7 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
             loc = at + ("params",) + tuple(error["loc"])
             if error["type"] == "extra_forbidden":
                 accepted = ", ".join(f.alias or n for n, f in provider.Spec.model_fields.items())
-                report.add(loc, f"{instance.engine} {decl.kind} does not accept param {error['loc'][-1]!r} "
+                report.add(loc, f"{instance.engine} {decl.kind} does not accept param {_shown(error['loc'][-1])} "
                                 f"(params: {accepted or 'none'})")
             else:
                 report.add(loc, _message(error, provider.Spec))
@@ -504,25 +509,25 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
     if "${ref:" in REF.sub("", str(value)):
         report.add(at, "a ${ref:...} is not closed with '}' (write ${ref:workspace.shared.<instance>.<attribute>})")
     for ref in REF.findall(str(value)):
-        match = REF_TARGET.fullmatch(ref)
+        match, shown = REF_TARGET.fullmatch(ref), _cut(ref)
         if not match:
-            report.add(at, f"${{ref:{ref}}} must read workspace.shared.<instance>.<attribute>")
+            report.add(at, f"${{ref:{shown}}} must read workspace.shared.<instance>.<attribute>")
             continue
         name, attribute = match.groups()
         if any(word in attribute.lower() for word in SECRET_WORDS) or attribute in templates.SECRET_ATTRIBUTES:
-            report.add(at, f"${{ref:{ref}}} reads a secret attribute; secrets reach services only through "
+            report.add(at, f"${{ref:{shown}}} reads a secret attribute; secrets reach services only through "
                            f"env.import of a resource, never inline")
             continue
         instance = workspace.shared.get(name)
         if instance is None:
-            report.add(at, f"${{ref:{ref}}} names no shared instance of workspace {workspace.name!r}")
+            report.add(at, f"${{ref:{shown}}} names no shared instance of workspace {workspace.name!r}")
         elif instance.engine in registry.engines():
             known = templates.engine_template(instance.engine).instance
             if attribute not in known:
-                report.add(at, f"${{ref:{ref}}}: instance {name!r} has no attribute {attribute!r} "
+                report.add(at, f"${{ref:{shown}}}: instance {name!r} has no attribute {attribute!r} "
                                f"(attributes: {', '.join(known)})")
             elif templates.instance_attributes(instance.engine, instance)[attribute] == "":
-                report.add(at, f"${{ref:{ref}}}: instance {name!r} sets no {attribute} (set "
+                report.add(at, f"${{ref:{shown}}}: instance {name!r} sets no {attribute} (set "
                                f"shared.{name}.{attribute} in the stack config, or drop this variable)")
 
 

@@ -238,6 +238,33 @@ def test_params_take_their_own_types_as_purge_does(tmp_path, text, path, message
     assert (problem.path, problem.line) == (path, marked_line(text)) and message in problem.message, str(problem)
 
 
+@pytest.mark.parametrize("value", ["1e3", "0o10", '"20"'])
+def test_a_number_yaml_reads_as_text_gets_a_hint_about_how_yaml_reads_it(tmp_path, value):
+    """'write a whole number, unquoted' alone is no help to someone who wrote 1e3 unquoted."""
+    text = HEADER + f"resources:\n  - uses: aws\n    kind: queue\n    params:\n      delaySeconds: {value}  # <-\n"
+    (problem,) = problems(tmp_path, text, workspace=ALL_ENGINES)
+    assert problem.path == "resources[0].params.delaySeconds" and "plain decimal digits" in problem.message, str(problem)
+
+
+LONG = "x" * 100_000
+LONG_KEY = "k" * 1000  # YAML's own limit of a plain key is 1024 characters
+
+
+@pytest.mark.parametrize("body, path", [
+    (f"resources:\n  - uses: pg\n    kind: database\n    name: {LONG}\n", "resources[0].name"),
+    (f"resources:\n  - uses: kafka\n    kind: topic\n    name: {LONG}\n", "resources[0].name"),
+    (f"resources:\n  - uses: pg\n    kind: {LONG}\n", "resources[0].kind"),
+    (f"resources:\n  - uses: pg\n    kind: database\n    params:\n      {LONG_KEY}: 1\n",
+     f"resources[0].params.{LONG_KEY}"),
+    (f"resources:\n  - uses: pg\n    kind: database\n    {LONG_KEY}: 1\n", f"resources[0].{LONG_KEY}"),
+    (f"services:\n  api:\n    env:\n      X: ${{ref:{LONG}}}\n", "services.api.env.X"),
+])
+def test_a_huge_value_is_named_not_echoed_whole(tmp_path, body, path):
+    """A paste gone wrong (a name of megabytes) once filled the terminal with itself."""
+    (problem,) = problems(tmp_path, HEADER + body, workspace=ALL_ENGINES)
+    assert problem.path == path and len(problem.message) < 400, problem.message[:400]
+
+
 @pytest.mark.parametrize("text, path, message", ENGINE_LIMITS, ids=[c[1] for c in ENGINE_LIMITS])
 def test_numbers_an_engine_or_pulumi_cannot_carry_are_validation_problems(tmp_path, text, path, message):
     """Before, each passed validation and failed mid-up with a traceback or an engine's own error."""
