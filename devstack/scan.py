@@ -361,11 +361,9 @@ def scan_nats(instance: SharedInstance, kinds: set[str]) -> list[Found]:
     from providers import nats as nt
 
     async def work(session: nt.Session) -> list[Found]:
-        found, offset = [], 0
-        while page := await session.js.streams_info(offset):
-            offset += len(page)
-            for info in page:
-                found += await _stream_found(session, instance, info, kinds)
+        found = []
+        for info in await nt.all_streams(session.js):
+            found += await _stream_found(session, instance, info, kinds)
         return found
 
     return nt.run(instance, work)

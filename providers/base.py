@@ -258,6 +258,11 @@ class KindProvider(ResourceProvider):
         params = live.get("params") or {}
         return params.get(param, self._default(param)) == value
 
+    def defaults(self, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
+        """What each of `params` is for a declaration that leaves it out (the kind may derive one
+        from the resource's name and owner, as a stream's subjects)."""
+        return {key: self._default(key) for key in params}
+
     def _default(self, param: str) -> Any:
         field = self.Spec.model_fields.get(param)
         if field is None or field.is_required():
@@ -322,10 +327,13 @@ class KindProvider(ResourceProvider):
             )
         old_params = self._params_as_now(_olds)
         if not failures:
+            failures += self.check_params(str(news["name"]), str(news["owner"]), inputs["params"],
+                                          _olds.get("params") or {})
+        if not failures:
             failures += self._retained_replacements(_olds, old_params, inputs)
         # Offline validation (`devstack validate`, the program) checks with a provider Pulumi never
         # configured: no instances, so no engine to ask.
-        if not failures and self._instances and (asked := self._may_be_refused(old_params, inputs["params"])):
+        if not failures and self._instances and (asked := self._may_be_refused(old_params, inputs["params"], news)):
             ident = Identity.from_props(news)
             spec = self.Spec.model_validate(inputs["params"])
             with self.engine_errors(news):
@@ -337,6 +345,12 @@ class KindProvider(ResourceProvider):
                                          f"{problem}; {self._not_done(param, creating)} ({fix})")
                             for param, problem, fix in refused if creating or param in asked)
         return CheckResult(inputs, failures)
+
+    def check_params(self, name: str, owner: str, params: dict[str, Any],
+                     old_params: Mapping[str, Any]) -> list[CheckFailure]:
+        """The kind's own checks of valid (normalized) params: those that need the owner or the
+        previous inputs (`old_params`, as stored). Pure; run before anything asks the engine."""
+        return []
 
     def _not_done(self, param: str, creating: bool) -> str:
         if creating:
@@ -372,12 +386,13 @@ class KindProvider(ResourceProvider):
         field = self.Spec.model_fields.get(param)
         return (field.alias if field else None) or param
 
-    def _may_be_refused(self, old_params: dict[str, Any] | None, params: dict[str, Any]) -> frozenset[str]:
+    def _may_be_refused(self, old_params: dict[str, Any] | None, params: dict[str, Any],
+                        news: Mapping[str, Any]) -> frozenset[str]:
         """The params that set a value the engine may refuse (a create-only one or one of
         `refusable_in_place`): changed on an existing resource (`old_params`: its inputs' params as
         `_params_as_now` reads them), or away from its default on a new one. A default the engine
         always takes, so most checks of a create call no engine."""
-        before = old_params if old_params is not None else {key: self._default(key) for key in params}
+        before = old_params if old_params is not None else self.defaults(params, str(news["name"]), str(news["owner"]))
         return frozenset(key for key in self.create_only | self.refusable_in_place
                          if before.get(key) != params.get(key))
 

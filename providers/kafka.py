@@ -59,7 +59,7 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from pulumi.dynamic import CheckFailure, CheckResult
+from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, Observed, marker_field, marker_owner, one_per_key, ownership_marker
@@ -396,20 +396,6 @@ class KafkaKind(KindProvider):
     def engine_name(cls, name: str, owner: str) -> str:
         return kafka_name(name, owner)
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """The base checks (identity, name rules, params), then those that compare with the previous inputs."""
-        result = super().check(olds, news)
-        failures = list(result.failures or [])
-        # These checks need a valid identity and valid params to say anything useful.
-        if any(f.property in ("name", "owner") or f.property.startswith("params") for f in failures):
-            return result
-        failures += self.check_params(result.inputs["params"], olds.get("params") or {})
-        return CheckResult(result.inputs, failures)
-
-    def check_params(self, params: dict[str, Any], old_params: Mapping[str, Any]) -> list[CheckFailure]:
-        """Checks that need the previous inputs (what the engine cannot undo)."""
-        return []
-
     def failures_named(self, instance: SharedInstance) -> ContextManager[None]:
         return broker_failures_named(instance)
 
@@ -557,7 +543,8 @@ class Topic(KafkaKind):
                             "side by side (their metric names would collide): rename one")
         return None
 
-    def check_params(self, params: dict[str, Any], old_params: Mapping[str, Any]) -> list[CheckFailure]:
+    def check_params(self, name: str, owner: str, params: dict[str, Any],
+                     old_params: Mapping[str, Any]) -> list[CheckFailure]:
         old = old_params.get("partitions")
         # Pulumi hands numbers back as floats (3.0): compare values, report whole numbers.
         if isinstance(old, (int, float)) and params["partitions"] < old:

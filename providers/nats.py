@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, Mapping, TypeVar
 
-from pulumi.dynamic import CheckFailure, CheckResult
+from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
@@ -393,21 +393,6 @@ class NatsKind(KindProvider):
     def engine_name(cls, name: str, owner: str) -> str:
         return nats_name(name, owner)
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """The base checks (identity, name rules, params), then the owner-dependent ones."""
-        result = super().check(olds, news)
-        failures = list(result.failures or [])
-        # Owner-dependent checks need a valid identity and valid params to say anything useful.
-        if any(f.property in ("name", "owner") or f.property.startswith("params") for f in failures):
-            return result
-        name, owner = str(news["name"]), str(news["owner"])
-        failures += self.check_params(name, owner, result.inputs["params"])
-        return CheckResult(result.inputs, failures)
-
-    def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
-        """Owner-dependent checks of validated (normalized) params."""
-        return []
-
     def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
         replicas = getattr(spec, "replicas", 1)
         if replicas > 1 and not run(instance, _clustered):
@@ -525,7 +510,8 @@ class Stream(NatsKind):
     # The server refuses storage changes and retention changes to/from workqueue
     # (limits <-> interest it allows since 2.10, but one rule is simpler to reason about).
     create_only = frozenset({"retention", "storage"})
-    refusable_in_place = frozenset({"replicas"})  # more than one on a single server
+    # More than one replica on a single server; subjects another stream on the server holds.
+    refusable_in_place = frozenset({"replicas", "subjects"})
     attributes = ("host", "port", "stream", "subjects")
 
     @classmethod
@@ -535,7 +521,8 @@ class Stream(NatsKind):
             normalized["subjects"] = default_subjects(name, owner)
         return normalized
 
-    def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
+    def check_params(self, name: str, owner: str, params: dict[str, Any],
+                     old_params: Mapping[str, Any]) -> list[CheckFailure]:
         subjects = params["subjects"]
         failures = subjects_failures("params.subjects", subjects, owner)
         # The server refuses a stream whose own subjects overlap (a repeat, or one inside a wildcard).
@@ -554,6 +541,30 @@ class Stream(NatsKind):
                     f"subject (give each stream its own subjects; the project's default stream takes all of "
                     f"{owner_subjects(owner)!r} unless its params.subjects say otherwise)")
         return None
+
+    def defaults(self, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
+        # Left out, a named stream's subjects are its name's (`<owner>.<name>.>`), which no other named
+        # stream's overlap: the engine is asked only about subjects a declaration sets, so most stream
+        # creates call no engine at check.
+        return {**super().defaults(params, name, owner), "subjects": default_subjects(name, owner)}
+
+    def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
+        """The base's, and subjects that live streams other than this one hold. Validation sees only
+        declared streams; a renamed one's old stream (Pulumi makes the new one before it deletes the
+        old) or a removed, retained one still holds its subjects, and the server would refuse the create
+        part-way through the up."""
+        assert isinstance(spec, StreamSpec)
+        name, subjects = self.engine_name(ident.name, ident.owner), spec.subjects or []
+        others = run(instance, lambda s: _other_streams(s.js, name))
+        return super().refusals(instance, ident, spec) + [
+            ("subjects", f"{subject!r} overlaps {held!r} of stream {other} on the server, and NATS refuses two "
+                         f"streams on one subject",
+             f"free it first: remove it from stream {other}, or purge that stream (a rename keeps the old "
+             f"stream until the end of the up: set `purge: true` on the old declaration and remove it in "
+             f"one up, add the new one in the next), or give this stream other subjects")
+            for other, held_subjects in others for subject in subjects for held in held_subjects
+            if subjects_overlap(subject, held)
+        ]
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name = self.engine_name(ident.name, ident.owner)
@@ -662,17 +673,27 @@ def stream_declaration(stream: str, owner: str) -> str:
     return owner if stream == owner else stream.removeprefix(f"{owner}_")
 
 
+async def all_streams(js: JetStreamContext) -> list[StreamInfo]:
+    """Every stream on the server, page after page."""
+    found: list[StreamInfo] = []
+    while page := await js.streams_info(len(found)):
+        found += page
+    return found
+
+
 async def owner_streams(js: JetStreamContext, owner: str) -> list[StreamInfo]:
     """The streams whose metadata names `owner` (and whose names are in its namespace)."""
-    found, offset = [], 0
-    while page := await js.streams_info(offset):
-        offset += len(page)
-        found += [
-            info for info in page
-            if (info.config.name == owner or (info.config.name or "").startswith(f"{owner}_"))
-            and metadata_owner(info.config.metadata) == owner
-        ]
-    return found
+    return [
+        info for info in await all_streams(js)
+        if (info.config.name == owner or (info.config.name or "").startswith(f"{owner}_"))
+        and metadata_owner(info.config.metadata) == owner
+    ]
+
+
+async def _other_streams(js: JetStreamContext, name: str) -> list[tuple[str, list[str]]]:
+    """Every stream on the server but `name`, with its subjects."""
+    return [(info.config.name or "", list(info.config.subjects or [])) for info in await all_streams(js)
+            if info.config.name != name]
 
 
 async def find_consumer(js: JetStreamContext, owner: str, name: str) -> tuple[StreamInfo, ConsumerInfo] | None:
@@ -703,7 +724,8 @@ class Consumer(NatsKind):
     attributes = ("host", "port", "stream", "consumer")
     references: ClassVar[dict[str, str]] = {"stream": "stream"}
 
-    def check_params(self, name: str, owner: str, params: dict[str, Any]) -> list[CheckFailure]:
+    def check_params(self, name: str, owner: str, params: dict[str, Any],
+                     old_params: Mapping[str, Any]) -> list[CheckFailure]:
         failures = []
         try:
             Stream.engine_name(params["stream"], owner)

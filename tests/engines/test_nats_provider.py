@@ -367,6 +367,30 @@ def test_subjects_overlapping_within_a_stream_are_refused_by_check_as_by_the_ser
     assert failures(stream, props("nats", "events", "stream", owner, owner, {"subjects": subjects[:1]})) == {}
 
 
+def test_subjects_another_live_stream_holds_fail_check_as_the_server_would_refuse_them(stream, owner, js):
+    """A renamed stream's old one lives until the end of the up (Pulumi makes the new one first), and a
+    removed, retained one for good: validation sees neither, and the create failed part-way through the up."""
+    held = [f"{owner}.orders.>"]
+    made = stream.create(checked(stream, props("nats", "events", "stream", "orders", owner, {"subjects": held}))).outs
+    found = failures(stream, props("nats", "events", "stream", "order-events", owner, {"subjects": held}))
+    assert f"overlaps {held[0]!r} of stream {owner}_orders on the server" in found["params.subjects"]
+    assert "the stream was not made" in found["params.subjects"] and "purge: true" in found["params.subjects"]
+    with pytest.raises(nats.js.errors.APIError, match="overlap with an existing stream"):  # what the up met
+        js(lambda j: j.add_stream(name=f"{owner}_order-events", subjects=[f"{owner}.orders.new"]))
+    # Its own subjects are no obstacle to the stream itself (a re-check, an adoption), nor others' to disjoint ones.
+    assert failures(stream, props("nats", "events", "stream", "orders", owner, {"subjects": held})) == {}
+    assert failures(stream, props("nats", "events", "stream", "order-events", owner,
+                                  {"subjects": [f"{owner}.order-events.>"]})) == {}
+    # Moved onto another live stream's subjects in place: refused too, the stream unchanged.
+    others = checked(stream, props("nats", "events", "stream", "audit", owner, {"subjects": [f"{owner}.audit"]}))
+    stream.create(others)
+    news = props("nats", "events", "stream", "audit", owner, {"subjects": [f"{owner}.audit", f"{owner}.orders.x"]})
+    found = {f.property: f.reason for f in stream.check(others, news).failures}
+    assert f"of stream {owner}_orders" in found["params.subjects"] and "was not changed" in found["params.subjects"]
+    assert stream_config(js, f"{owner}_audit").subjects == [f"{owner}.audit"]
+    assert stream.read("id", made).outs["subjects"] == held[0]
+
+
 @pytest.mark.parametrize("ack", ["none", "all"])
 def test_a_work_queue_takes_explicit_acks_only_as_validation_says(owner, js, ack):
     stream, consumer = {"retention": "workqueue"}, {"stream": "orders", "ackPolicy": ack}
