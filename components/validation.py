@@ -27,6 +27,8 @@ from providers.instances import SharedInstance
 PROJECT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 REF = re.compile(r"\$\{ref:([^}]*)\}")
 REF_TARGET = re.compile(r"workspace\.shared\.([^.]+)\.([^.]+)")
+#: A reference mistyped (`${REF:`, `${ ref:`): passed on as text, it would fail only when the service reads it.
+REF_LOOKALIKE = re.compile(r"\$\{\s*ref\s*:", re.IGNORECASE)
 SECRET_WORDS = ("password", "secret", "token")
 
 
@@ -506,8 +508,12 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         report.add(at, "env values must be strings or numbers (use env.import for resource attributes)")
         return
-    if "${ref:" in REF.sub("", str(value)):
+    rest = REF.sub("", str(value))
+    if "${ref:" in rest:
         report.add(at, "a ${ref:...} is not closed with '}' (write ${ref:workspace.shared.<instance>.<attribute>})")
+    elif match := REF_LOOKALIKE.search(rest):
+        report.add(at, f"{_shown(match.group())} is not a reference, and would reach the service as text (write "
+                       "${ref:workspace.shared.<instance>.<attribute>}: lowercase, no spaces)")
     for ref in REF.findall(str(value)):
         match, shown = REF_TARGET.fullmatch(ref), _cut(ref)
         if not match:
