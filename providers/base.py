@@ -429,6 +429,7 @@ class KindProvider(ResourceProvider):
         changes += [name for name in (*POLICY_FIELDS, *self.revision_inputs()) if olds.get(name) != news.get(name)]
         # Outputs any kind may report: a login that no longer works, settings beyond the params.
         changes += self.drift(olds) + [name for name in ("passwordInSync", "configInSync") if olds.get(name) is False]
+        changes += self._moved(olds, news)
         return DiffResult(
             changes=bool(replaces or changes),
             replaces=replaces,
@@ -436,6 +437,15 @@ class KindProvider(ResourceProvider):
             # Engine names are fixed: the old resource must go before the new one can exist.
             delete_before_replace=True,
         )
+
+    def _moved(self, olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+        """The address outputs that no longer match the instance's config (the server moved, or its host
+        is spelled anew): an update gives them, and every service importing them, the new one. Before,
+        only a refresh did, and a plain up left a service with the old address beside the new."""
+        instance = self._instances.get(str(news.get("instance")))
+        if instance is None or "host" not in olds:
+            return []
+        return [name for name, now in (("host", instance.host), ("port", instance.port)) if olds.get(name) != now]
 
     @_engine_failures_named
     def create(self, props: dict[str, Any]) -> CreateResult:

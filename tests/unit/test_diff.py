@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from providers.postgres import Database
+from tests.conftest import configured
 
 BASE = {
     "engine": "postgres", "instance": "pg", "kind": "database", "name": "shop", "owner": "shop",
@@ -114,3 +115,14 @@ def test_params_an_older_release_stored_unnormalized_are_no_change(purge):
     result = Database().diff("id", stored, news)
     assert (result.replaces, result.changes) == ([], False)
     assert Database().check({k: v for k, v in stored.items() if k in BASE}, news).failures == []
+
+
+@pytest.mark.parametrize("host, port", [("127.0.0.1", 25433), ("localhost", 25432)])
+def test_an_instance_moved_in_the_config_updates_its_resources_address(host, port):
+    """A plain up after the server moved had left a service's imports (from the resource's outputs) on the
+    old address and its ${ref}s (from the config) on the new one."""
+    shared = {"pg": {"engine": "postgres", "host": host, "port": port, "adminUser": "admin", "adminSecret": "pgAdmin"}}
+    provider = configured(Database(), {"shared": shared}, {"postgres": "secret"})
+    assert provider.diff("id", OUTPUTS, BASE).changes is True
+    assert provider.diff("id", {**OUTPUTS, "host": host, "port": float(port)}, BASE).changes is False
+    assert Database().diff("id", OUTPUTS, BASE).changes is False  # unconfigured (offline validation): no address
