@@ -251,8 +251,13 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
 
     try:
         workspace = imperative.Workspace.of(stack)
-    except NotFound:
-        return []  # a stack without a workspace config has no devstack.yaml to edit
+    except NotFound as err:
+        # Nothing then says which devstack.yaml declares it (a --work-dir of another checkout, say): un-tracked,
+        # it would be made again, a generated password new, by the next `up` of the checkout that declares it.
+        raise InvalidQuery("remove", resource.id, f"{err.cause} in {stack.workspace.work_dir}, so no devstack.yaml "
+                                                  f"can be checked or edited", "nothing was changed; run it from the "
+                           "checkout of the stack (or pass its --work-dir); a stack without one: `pulumi state "
+                           "delete` its URN") from err
     refs = workspace.projects()
     if not any(ref.name == resource.project for ref in refs):
         # One that exists but cannot be read may declare the entry, which the next `pulumi up` would then

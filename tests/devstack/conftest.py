@@ -72,13 +72,15 @@ class Sandbox:
     def open(self, name: str, create: bool = False) -> auto.Stack:
         return open_stack(name, work_dir=self.work, env=self.env, create=create)
 
-    def cli(self, *args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, stdin: str | None = None, timeout: float = 300,
+            work: Path | None = None) -> subprocess.CompletedProcess:
         """`devstack ARGS --work-dir WORK` with this backend in the environment (the user's way)."""
         import os
 
         env = {**os.environ, **self.env}
         env.pop("PULUMI_CONFIG_PASSPHRASE", None)
-        return subprocess.run([str(DEVSTACK), *args, "--work-dir", str(self.work)], env=env, cwd=self.work,
+        work = work or self.work
+        return subprocess.run([str(DEVSTACK), *args, "--work-dir", str(work)], env=env, cwd=work,
                               input=stdin, capture_output=True, text=True, timeout=timeout)
 
     def cli_json(self, *args: str) -> Any:

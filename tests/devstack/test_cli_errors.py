@@ -37,7 +37,9 @@ def box(tmp_path_factory) -> Sandbox:
     pytest.param(["resource", "show", "missing"], NotFound.exit_code, "cannot show resource 'missing': the ledger has no such resource", id="unknown-resource"),
     pytest.param(["resource", "show", "main"], Ambiguous.exit_code, "2 resources match: postgres/pg/database/main@alpha, postgres/pg/database/main@beta", id="ambiguous"),
     pytest.param(["resource", "rm", "missing"], NotFound.exit_code, "cannot remove resource 'missing'", id="rm-unknown"),
-    pytest.param(["resource", "rm", "alpha", "--purge-data"], Aborted.exit_code, "not confirmed", id="purge-without-yes"),
+    # No stack config here: nothing says which devstack.yaml declares it (confirming a purge: test_rm_destroy_env).
+    pytest.param(["resource", "rm", "alpha", "--purge-data"], InvalidQuery.exit_code, "no devstack:workspace in its "
+                 "config", id="rm-without-workspace"),
     pytest.param(["resource", "show"], 2, "the following arguments are required: name", id="missing-argument"),
     pytest.param(["resource", "gc", "-w", "err"], InvalidQuery.exit_code, "so there is nothing to scan", id="gc-no-config"),
     pytest.param(["resource", "list", "-w", "nosuch"], NotFound.exit_code, "cannot open stack 'nosuch'", id="unknown-workspace"),
@@ -66,7 +68,8 @@ def test_cursor_from_other_filters_is_a_scope_mismatch(box):
 
 def test_refused_purge_changes_nothing(box):
     before = box.cli_json("resource", "list", "-w", "err")
-    assert box.cli("resource", "rm", "alpha", "--purge-data", "-w", "err").returncode == Aborted.exit_code
+    assert box.cli("resource", "rm", "alpha", "--purge-data", "-w", "err").returncode == InvalidQuery.exit_code
+    assert box.cli("resource", "rm", "alpha", "-w", "err").returncode == InvalidQuery.exit_code
     assert box.cli_json("resource", "list", "-w", "err") == before
 
 
@@ -121,8 +124,9 @@ def test_a_destroy_that_stops_on_a_conflict_says_what_it_dropped_before(tmp_path
 
 
 def test_the_question_goes_to_stderr_so_a_json_report_stays_json(box):
-    """`rm --purge-data --json > report.json` on a terminal: the user sees the question, and the
-    report file holds nothing that is not JSON (declined here, so nothing at all)."""
+    """`destroy --purge-data --json > report.json` on a terminal: the user sees the question, and the
+    report file holds nothing that is not JSON (declined here, so nothing at all). `rm` asks the same way;
+    here, with no stack config, it is refused before it asks."""
     import os
     import pty
     import subprocess
@@ -134,7 +138,7 @@ def test_the_question_goes_to_stderr_so_a_json_report_stays_json(box):
     os.write(primary, b"no\n")
     env = {k: v for k, v in {**os.environ, **box.env}.items() if k != "PULUMI_CONFIG_PASSPHRASE"}
     try:
-        done = subprocess.run([str(DEVSTACK), "resource", "rm", "alpha/pg/database/main", "--purge-data", "--json",
+        done = subprocess.run([str(DEVSTACK), "destroy", "--purge-data", "--json",
                                "-w", "err", "--work-dir", str(box.work)], stdin=terminal, capture_output=True,
                               text=True, env=env, cwd=box.work, timeout=300)
     finally:

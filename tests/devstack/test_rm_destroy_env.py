@@ -185,6 +185,14 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     refused = sandbox.cli("resource", "rm", a, "--kind", "stream", "-w", "rmd")
     assert refused.returncode == InvalidQuery.exit_code
     assert f"other resources depend on it: nats/events/consumer/worker@{a}" in refused.stderr
+    # From a directory without the stack's config nothing says which devstack.yaml declares it: refused,
+    # where it was un-tracked and then made again by the next up (with a generated password, a new one).
+    elsewhere = sandbox.work.parent / "elsewhere"
+    elsewhere.mkdir()
+    refused = sandbox.cli("resource", "rm", f"nats/events/consumer/worker@{a}", "-w", "rmd", work=elsewhere)
+    assert refused.returncode == InvalidQuery.exit_code, refused.stdout
+    assert "no devstack:workspace in its config" in refused.stderr and "nothing was changed" in refused.stderr
+    assert sandbox.cli_json("resource", "list", "-w", "rmd")["total"] == 4
     # A removal that would leave the workspace invalid (the service imports the database) is refused
     # before anything changes: preview's message, exit 2, the file, the ledger and the data as they were.
     before = (sandbox.work / files[0]).read_text()
