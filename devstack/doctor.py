@@ -146,6 +146,15 @@ class NoAnswer(Exception):
     """The instance accepts connections but does not answer the admin check."""
 
 
+class Unfit(Exception):
+    """The admin logs in, but the instance is not fit for devstack (its admin lacks a power devstack
+    uses, or anyone may log in); the message says what, `fix` how."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(problem)
+        self.fix = fix
+
+
 def _probe(instance: SharedInstance) -> str:
     """PROBES[engine](instance) in a thread of its own, abandoned after PROBE_LIMIT (it cannot be
     interrupted; a daemon, it never holds the report's exit)."""
@@ -232,6 +241,10 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
         health.problem = f"the admin credential was refused: {err}"
         health.fix = credential_start or f"set devstack:{instance.admin_secret} to the admin password of {instance.address}"
         return health
+    except Unfit as err:
+        health.admin = False
+        health.problem, health.fix = f"the admin logs in, but {err}", err.fix
+        return health
     except ImportError as err:
         health.problem, health.fix = f"the {instance.engine} client library is missing: {err}", SETUP
         return health
@@ -279,22 +292,70 @@ def _postgres(instance: SharedInstance) -> str:
             raise Rejected(_first_line(err)) from err
         raise
     with conn:
+        if conn.info.parameter_status("is_superuser") != "on":
+            from providers.postgres import ADMIN_NEEDS
+
+            raise Unfit(f"{instance.admin_user!r} is not a superuser ({ADMIN_NEEDS})",
+                        f"give {instance.admin_user!r} SUPERUSER, or set shared.{instance.name}.adminUser to a "
+                        "superuser")
         return str(conn.execute("SHOW server_version").fetchone()[0])
+
+
+#: Commands the provider's admin sends, asked of ACL DRYRUN (Redis 7): each kind's own, not each argument.
+REDIS_ADMIN_COMMANDS = (("CONFIG", "GET", "databases"), ("EVALSHA", "0" * 40, "0"), ("ACL", "SETUSER", "probe"),
+                        ("ACL", "SAVE"), ("FLUSHDB",), ("HSET", "devstack:probe", "f", "v"))
 
 
 def _redis(instance: SharedInstance) -> str:
     import redis
 
+    from providers.redis import no_retry
+
     client = redis.Redis(host=instance.host, port=instance.port, username=instance.admin_user,
-                         password=instance.password(), socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+                         password=instance.password(), socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                         retry=no_retry())
     try:
-        return str(client.info("server")["redis_version"])
+        version = str(client.info("server")["redis_version"])
+        for command in REDIS_ADMIN_COMMANDS:
+            try:
+                answer = str(client.execute_command("ACL", "DRYRUN", instance.admin_user, *command), "utf-8")
+            except redis.ResponseError as err:  # a renamed or disabled command, or no ACL DRYRUN for the admin
+                if "unknown subcommand" in str(err).lower():
+                    break  # before Redis 7 there is no ACL DRYRUN to ask
+                answer = str(err)
+            if answer != "OK":
+                raise Unfit(f"{instance.admin_user!r} cannot run {' '.join(command[:2])}: {answer}",
+                            f"give {instance.admin_user!r} `~* &* +@all` (ACL SETUSER {instance.admin_user} ~* &* "
+                            f"+@all), with CONFIG, EVALSHA and ACL neither renamed nor disabled")
+        _redis_closed_to_strangers(instance)
+        return version
     except redis.AuthenticationError as err:
         raise Rejected(str(err)) from err
     except redis.TimeoutError as err:  # connected, then no answer (its connect is checked before)
         raise NoAnswer(f"no answer within {TIMEOUT:.0f}s") from err
     finally:
         client.close()
+
+
+def _redis_closed_to_strangers(instance: SharedInstance) -> None:
+    """Unfit when a client without credentials gets in: it is Redis's `default` user, and a `default` that
+    may log in (no requirepass, `nopass`) reaches every tenant's keys past their ACL users."""
+    import redis
+
+    from providers.redis import no_retry
+
+    stranger = redis.Redis(host=instance.host, port=instance.port, socket_timeout=TIMEOUT,
+                           socket_connect_timeout=TIMEOUT, retry=no_retry())
+    try:
+        stranger.ping()
+    except (redis.AuthenticationError, redis.exceptions.NoPermissionError):
+        return
+    finally:
+        stranger.close()
+    raise Unfit("so does anyone without a password (as Redis's `default` user): every tenant's keys are open to "
+                "them, whatever their ACL users allow",
+                "turn the default user off (`ACL SETUSER default off`, then ACL SAVE), or give it a password "
+                "(requirepass)")
 
 
 def _minio(instance: SharedInstance) -> str:
@@ -343,8 +404,9 @@ def _aws_version(instance: SharedInstance) -> str:
 
 def _nats(instance: SharedInstance) -> str:
     import nats
+    import nats.js.errors
 
-    from providers.nats import run_private
+    from providers.nats import JETSTREAM_FIX, JETSTREAM_MISSING, run_private
 
     async def probe() -> str:
         seen: list[Exception] = []
@@ -362,6 +424,10 @@ def _nats(instance: SharedInstance) -> str:
                 raise Rejected(str(cause)) from err
             raise
         try:
+            try:
+                await client.jetstream(timeout=TIMEOUT).account_info()
+            except nats.js.errors.ServiceUnavailableError as err:
+                raise Unfit(JETSTREAM_MISSING, JETSTREAM_FIX) from err
             v = client.connected_server_version
             return f"{v.major}.{v.minor}.{v.patch}" + (f"-{v.prerelease}" if v.prerelease else "")
         finally:

@@ -250,6 +250,11 @@ async def open_session(instance: SharedInstance) -> Session:
     return Session(nc=nc, js=nc.jetstream(timeout=API_TIMEOUT), version=(server.major, server.minor), closed=closed)
 
 
+#: A server that answers no JetStream API request: a stream, consumer or kv needs it.
+JETSTREAM_MISSING = "no JetStream answered: the server runs without it, or without it for the admin's account"
+JETSTREAM_FIX = "start nats-server with -js (or a jetstream block), with JetStream enabled for the admin's account"
+
+
 class Sessions:
     """This process's admin sessions, one per server and credential, on one event loop thread.
 
@@ -291,6 +296,9 @@ class Sessions:
             return working.result()
         except (nats_errors.ConnectionClosedError, nats_errors.TimeoutError, asyncio.TimeoutError, OSError) as err:
             raise instance.stopped_answering(err) from err
+        except jetstream_errors.ServiceUnavailableError as err:  # nats-py's word for "no responders" to an API call
+            raise Unsupported("use", f"nats instance {instance.name!r} at {instance.address}",
+                              JETSTREAM_MISSING, f"{JETSTREAM_FIX}; nothing was changed") from err
 
     async def _session(self, instance: SharedInstance) -> Session:
         key = (instance.address, instance.admin_user, instance.password())
@@ -348,6 +356,8 @@ def api_errors(verb: str, what: str) -> Iterator[None]:
     try:
         yield
     except jetstream_errors.APIError as err:
+        if isinstance(err, jetstream_errors.ServiceUnavailableError):
+            raise  # no JetStream at all: the session's call names it (Sessions._call)
         if isinstance(err, jetstream_errors.NotFoundError):
             raise NotFound(verb, what, err.description or "not found") from err
         hint = _SPEC_ERRORS.get(err.err_code or 0, "change the declaration; retrying will not help")

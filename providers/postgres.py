@@ -142,6 +142,12 @@ def admin_options(address: str) -> str:
     return " ".join(f"-c {setting}" for setting in settings)
 
 
+#: Why the admin must be a superuser (CREATEDB and CREATEROLE, managed PostgreSQL's admin, fall short: an
+#: up failed part-way with InsufficientPrivilege and left roles that only a superuser could drop).
+ADMIN_NEEDS = ("devstack hands each project's databases to the project's role, and revokes, reassigns and drops "
+               "them, which PostgreSQL allows only a superuser for roles it is not a member of")
+
+
 @contextmanager
 def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iterator[psycopg.Connection]:
     """An autocommit admin connection; EngineUnavailable when the server does not answer."""
@@ -168,6 +174,11 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             f"check devstack:{instance.admin_secret} in the stack config" if refused
             else instance.start_hint(),
         ) from err
+    if conn.info.parameter_status("is_superuser") != "on":  # the server reports it at login: no query
+        conn.close()
+        raise Unsupported("use", what, f"its admin role {instance.admin_user!r} is not a superuser",
+                          f"{ADMIN_NEEDS}: give {instance.admin_user!r} SUPERUSER, or set "
+                          f"shared.{instance.name}.adminUser to a superuser; nothing was changed")
     _majors.setdefault(instance.address, conn.info.server_version // 10000)
     with conn:
         try:

@@ -97,14 +97,18 @@ def key_prefix(owner: str) -> str:
 ANSWER_LIMIT = 10.0
 
 
+def no_retry() -> redis_py.retry.Retry:
+    """Fail fast: redis-py's default retries a refused connection, or a refused login, for seconds."""
+    return redis_py.retry.Retry(redis_py.backoff.NoBackoff(), 0)
+
+
 @contextmanager
 def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
     """An admin client on db 0, checked with PING; EngineUnavailable when the server does not answer."""
     client = redis_py.Redis(
         host=instance.host, port=instance.port, username=instance.admin_user, password=instance.password(),
         socket_timeout=ANSWER_LIMIT, socket_connect_timeout=5, decode_responses=True,
-        # Fail fast: the default retries a refused connection for seconds.
-        retry=redis_py.retry.Retry(redis_py.backoff.NoBackoff(), 0),
+        retry=no_retry(),
     )
     try:
         client.ping()
@@ -127,6 +131,15 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
             yield client
         except (redis_py.ConnectionError, redis_py.TimeoutError) as err:
             raise instance.stopped_answering(err) from err
+        except redis_py.ResponseError as err:
+            # An admin with less than the local engine's (managed Redis renames or denies CONFIG, say).
+            if isinstance(err, redis_py.exceptions.NoPermissionError) or str(err).startswith("unknown command"):
+                raise Unsupported("use", f"redis instance {instance.name!r} at {instance.address}",
+                                  f"its admin {instance.admin_user!r} cannot run a command devstack needs ({err})",
+                                  f"give {instance.admin_user!r} `~* &* +@all` (`ACL SETUSER {instance.admin_user} "
+                                  f"~* &* +@all`), with CONFIG, EVALSHA and ACL neither renamed nor disabled, then "
+                                  f"run it again") from err
+            raise
 
 
 def _version(client: redis_py.Redis) -> tuple[int, ...]:

@@ -285,3 +285,37 @@ def test_an_unreadable_stack_config_is_one_error_naming_the_file_not_a_traceback
         assert code == EngineError.exit_code and "Traceback" not in out + err, err
         assert "PULUMI_CONFIG_PASSPHRASE" in err
     assert scratch.file.read_bytes() == project
+
+
+def test_a_redis_anyone_may_log_in_to_is_not_fit_whatever_its_admin_may_do(tmp_path):
+    """A Redis without requirepass passed as "admin ok" with any admin secret, while a client without
+    credentials read every tenant's keys past their ACL users."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    from pydantic import SecretStr
+
+    from providers.instances import SharedInstance
+
+    port = closed_port()
+    server = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", port)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        instance = SharedInstance(name="cache", engine="redis", port=port, adminUser="default",
+                                  adminSecret="redisAdmin", admin_password=SecretStr("anything"))
+        health = doctor.check_instance(instance, ["redis_index"], local_port=None)
+        assert (health.ok, health.admin) == (False, False), health
+        assert "anyone without a password" in health.problem and "ACL SETUSER default off" in health.fix
+        # The same server once it asks for a password: fit.
+        subprocess.run(["redis-cli", "-p", str(port), "CONFIG", "SET", "requirepass", "anything"], check=True,
+                       capture_output=True)
+        assert doctor.check_instance(instance, ["redis_index"], local_port=None).ok
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

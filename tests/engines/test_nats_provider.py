@@ -367,6 +367,40 @@ def test_subjects_overlapping_within_a_stream_are_refused_by_check_as_by_the_ser
     assert failures(stream, props("nats", "events", "stream", owner, owner, {"subjects": subjects[:1]})) == {}
 
 
+def test_a_server_without_jetstream_is_named_by_the_provider_and_the_doctor(owner, tmp_path):
+    """It had failed the up with a raw ServiceUnavailableError ('None') per resource, and passed the doctor."""
+    import socket
+    import subprocess
+
+    from devstack import doctor
+    from providers.instances import SharedInstance
+    from tests.conftest import configured
+    from tools.engines.nats import _binary
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([_binary(), "-a", "127.0.0.1", "-p", str(port), "--user", "boss", "--pass", "pw-1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # no -js
+    try:
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", port)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        shared = {"events": {"engine": "nats", "host": "127.0.0.1", "port": port, "adminUser": "boss",
+                             "adminSecret": "natsAdmin"}}
+        provider = configured(Stream(), {"shared": shared}, {"nats": "pw-1"})
+        with pytest.raises(Unsupported, match="no JetStream answered.*start nats-server with -js"):
+            provider.create(checked(provider, props("nats", "events", "stream", owner, owner)))
+        instance = SharedInstance(name="events", engine="nats", host="127.0.0.1", port=port, adminUser="boss",
+                                  adminSecret="natsAdmin", admin_password=SecretStr("pw-1"))
+        health = doctor.check_instance(instance, ["stream"], local_port=None)
+        assert (health.ok, health.admin) == (False, False) and "no JetStream answered" in health.problem
+        assert "-js" in health.fix
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def test_subjects_another_live_stream_holds_fail_check_as_the_server_would_refuse_them(stream, owner, js):
     """A renamed stream's old one lives until the end of the up (Pulumi makes the new one first), and a
     removed, retained one for good: validation sees neither, and the create failed part-way through the up."""

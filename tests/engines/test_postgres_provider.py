@@ -12,6 +12,7 @@ from psycopg import sql
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers import postgres
 from providers.postgres import Database, admin_connection
+from tests.conftest import configured
 from tests.engines.conftest import props, stopped_answering
 
 PG = {"host": "127.0.0.1", "port": 25432}
@@ -36,6 +37,35 @@ def database(configure, owner, admin_conn):
 def connect(outs: dict, dbname: str | None = None) -> psycopg.Connection:
     return psycopg.connect(**PG, user=outs["user"], password=outs["password"],
                            dbname=dbname or outs["database"], connect_timeout=5)
+
+
+def test_an_admin_that_is_not_a_superuser_is_refused_before_anything_is_made(owner, admin_conn):
+    """CREATEDB and CREATEROLE (managed PostgreSQL's admin) fell short part-way through an up, with a
+    traceback, leaving login roles that only a superuser could drop. Said at once now, by the provider
+    and by the doctor."""
+    from pydantic import SecretStr
+
+    from devstack import doctor
+    from providers.errors import Unsupported
+    from providers.instances import SharedInstance
+
+    manager, password = f"{owner}_mgr", "mgr-secret-1"
+    admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB CREATEROLE PASSWORD {}").format(
+        sql.Identifier(manager), sql.Literal(password)))
+    try:
+        shared = {"pg": {"engine": "postgres", **PG, "adminUser": manager, "adminSecret": "pgAdmin"}}
+        provider = configured(Database(), {"shared": shared}, {"postgres": password})
+        with pytest.raises(Unsupported, match=f"its admin role '{manager}' is not a superuser.*give '{manager}' SUPERUSER"):
+            provider.create(props("postgres", "pg", "database", owner, owner))
+        assert admin_conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (owner,)).fetchone()[0] == 0
+        instance = SharedInstance(name="pg", engine="postgres", adminUser=manager, adminSecret="pgAdmin",
+                                  admin_password=SecretStr(password), **PG)
+        health = doctor.check_instance(instance, ["database"], local_port=None)
+        assert (health.ok, health.admin) == (False, False) and "is not a superuser" in health.problem
+        assert "SUPERUSER" in health.fix
+    finally:
+        for role in (owner, manager):  # the project's, had it been made (as it was before the fix)
+            admin_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_create_then_create_again_adopts_without_change(database, owner, admin_conn):

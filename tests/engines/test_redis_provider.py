@@ -100,6 +100,33 @@ def check_failures(provider, inputs: dict, olds: dict | None = None) -> dict[str
 # --- redis_index ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("denied", ["-config", "-@scripting"])
+def test_an_admin_without_a_command_devstack_needs_is_named_with_the_fix(owner, admin_redis, cleanup, denied):
+    """Managed Redis denies or renames CONFIG; the up had failed part-way with a raw NoPermissionError."""
+    from devstack import doctor
+    from tests.conftest import configured
+
+    boss = f"{owner}-boss"  # removed by `cleanup`, as the test's own user
+    admin_redis.acl_setuser(boss, enabled=True, passwords=["+boss-pw-1"], keys=["*"], channels=["*"],
+                            commands=["+@all", denied])
+    shared = {"cache": {"engine": "redis", **REDIS, "adminUser": boss, "adminSecret": "redisAdmin"}}
+    provider = configured(RedisIndex(), {"shared": shared}, {"redis": "boss-pw-1"})
+    with pytest.raises(Unsupported, match=f"its admin '{boss}' cannot run a command devstack needs .*no "
+                                          f"permissions.*ACL SETUSER {boss} ~\\* &\\* \\+@all"):
+        provider.create(props("redis", "cache", "redis_index", owner, owner))
+    assert not [field for field in admin_redis.hkeys(ALLOCATIONS_KEY) if field.startswith(owner)]
+    # The doctor had said "admin ok".
+    instance = provider._instances["cache"]
+    health = doctor.check_instance(instance, ["redis_index"], local_port=None)
+    assert (health.ok, health.admin) == (False, False) and f"{boss!r} cannot run" in health.problem
+    assert f"ACL SETUSER {boss} ~* &* +@all" in health.fix
+    # ... and the local engine's admin passes.
+    admin = configured(RedisIndex(), {"shared": {"cache": {**shared["cache"], "adminUser": admin_redis.connection_pool.
+                                                           connection_kwargs["username"]}}},
+                       {"redis": admin_redis.connection_pool.connection_kwargs["password"]})
+    assert doctor.check_instance(admin._instances["cache"], ["redis_index"], local_port=None).ok
+
+
 def test_index_create_adopt_and_stable_across_stacks(index, configure, owner, admin_redis):
     inputs = index.check({}, props("redis", "cache", "redis_index", owner, owner)).inputs
     first = index.create(inputs)
