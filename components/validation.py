@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from components import templates
 from components.models import EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig
-from components.yamlfile import FieldPath, YamlFile, format_path, load_yaml
+from components.yamlfile import FieldPath, YamlFile, format_path, load_yaml, not_a_regular_file
 from providers import registry
 from providers.base import server_address
 from providers.errors import InvalidSpec
@@ -228,8 +228,13 @@ def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report
     if not path.is_file():
         report = _Report(None, relative)
         listed = f"listed in devstack:workspace.projects[{index}]"
-        report.add((), f"the path is a directory ({listed}; name the devstack.yaml in it)" if path.is_dir()
-                   else f"the file does not exist ({listed}; fix the path or create it)")
+        if path.is_dir():
+            report.add((), f"the path is a directory ({listed}; name the devstack.yaml in it)")
+        elif not_a_regular_file(path):
+            report.add((), f"the path is not a regular file (a FIFO, socket or device; {listed}; name the "
+                           "devstack.yaml)")
+        else:
+            report.add((), f"the file does not exist ({listed}; fix the path or create it)")
         return report, None
     try:
         file = load_yaml(path, relative)
@@ -243,7 +248,14 @@ def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report
         report.problems.append(Problem(relative, "", mark.line + 1 if mark else None, _yaml_message(err, path)))
         return report, None
     report = _Report(file, relative)
-    return report, check_project(file.data, workspace, report)
+    for path, message in file.repeated:
+        report.add(path, message)
+    project = check_project(file.data, workspace, report)
+    flagged = {problem.path for problem in report.problems}
+    for path, message in file.misread:
+        if format_path(path) not in flagged:  # a field wrong either way (`name: 007`) says so itself
+            report.add(path, message)
+    return report, project
 
 
 def _yaml_message(err: yaml.YAMLError, path: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,9 @@ from typing import Any
 import yaml
 
 FieldPath = tuple[str | int, ...]
+INT_TAG = "tag:yaml.org,2002:int"
+#: Integers YAML 1.1 (PyYAML's) reads in a base few writers mean: a leading 0 is octal, colons base 60.
+YAML11_SURPRISE = re.compile(r"[-+]?0[0-7_]+|[-+]?[1-9][0-9_]*(:[0-5]?[0-9])+")
 # libyaml's parser when PyYAML has it: the same documents and marks, several times faster.
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -21,6 +25,11 @@ class YamlFile:
     display: str
     data: Any
     lines: dict[FieldPath, int] = field(default_factory=dict)
+    # What YAML would read otherwise than it looks, as (path, message), for the file's problems:
+    #: keys given twice in one mapping (the last one kept silently, a second `DATABASE_URL:` replacing the first);
+    repeated: list[tuple[FieldPath, str]] = field(default_factory=list)
+    #: numbers YAML 1.1 reads as octal or base 60 (`0755` as 493, `1:30` as 90).
+    misread: list[tuple[FieldPath, str]] = field(default_factory=list)
 
     def line(self, path: FieldPath) -> int | None:
         """The line of `path`, or of its nearest ancestor that has one."""
@@ -32,22 +41,24 @@ class YamlFile:
 
 
 def load_yaml(path: Path, display: str) -> YamlFile:
-    """Parse `path`; yaml.YAMLError propagates with its own mark for the caller to report.
-
-    A key given twice in one mapping is such an error too: YAML would keep the
-    last one silently (a second `DATABASE_URL:` replacing the first)."""
+    """Parse `path`; yaml.YAMLError propagates with its own mark for the caller to report."""
     loader = SafeLoader(path.read_text(encoding="utf-8"))
-    lines: dict[FieldPath, int] = {}
+    file = YamlFile(path=path, display=display, data=None)
     try:
         node = loader.get_single_node()  # one parse gives both the data and its marks
         if node is not None:
             # Indexed first: constructing merges `<<: *anchor` keys into the node itself, after
             # which a key the mapping overrides would look given twice.
-            _index(node, (), lines)
-        data = loader.construct_document(node) if node is not None else None
+            _index(node, (), file)
+        file.data = loader.construct_document(node) if node is not None else None
     finally:
         loader.dispose()
-    return YamlFile(path=path, display=display, data=data, lines=lines)
+    return file
+
+
+def not_a_regular_file(path: Path) -> bool:
+    """Something other than a file is there: a FIFO's or a device's read would wait for ever."""
+    return path.exists() and not path.is_file() and not path.is_dir()
 
 
 def unreadable_reason(err: Exception) -> str:
@@ -82,14 +93,14 @@ def encryption_salt(root: Path, stack: str) -> str | None:
     return salt if isinstance(salt, str) else None
 
 
-def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], within: tuple[yaml.Node, ...] = (),
+def _index(node: yaml.Node, path: FieldPath, file: YamlFile, within: tuple[yaml.Node, ...] = (),
            seen: set[int] | None = None) -> None:
     if any(node is outer for outer in within):
         # `a: &x [*x]`: a value that contains itself, which nothing here can read to the end.
         raise yaml.constructor.ConstructorError(
             None, None, f"{format_path(path) or 'the document'} refers to a node that contains it (an alias "
             "inside its own anchor); write the value out", node.start_mark)
-    lines.setdefault(path, node.start_mark.line + 1)
+    file.lines.setdefault(path, node.start_mark.line + 1)
     seen = set() if seen is None else seen
     if id(node) in seen:
         # An alias of a node indexed already: its lines are known, and walking it once per use would take
@@ -101,17 +112,20 @@ def _index(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], within
         first: dict[str, int] = {}
         for key_node, value_node in node.value:
             key, line = str(key_node.value), key_node.start_mark.line + 1
-            if key in first and key != "<<":  # merge keys may repeat: YAML merges each
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"{key!r} is given twice in one mapping (first on line {first[key]}; keep one)",
-                    key_node.start_mark)
-            first[key] = line
             child = path + (key,)
-            lines[child] = line
-            _index(value_node, child, lines, within, seen)
+            if key in first and key != "<<":  # merge keys may repeat: YAML merges each
+                file.repeated.append((child, f"{key!r} is given twice in one mapping (first on line {first[key]}; "
+                                             "keep one: YAML would keep the last one silently)"))
+            first[key] = line
+            file.lines[child] = line
+            _index(value_node, child, file, within, seen)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _index(item, path + (index,), lines, within, seen)
+            _index(item, path + (index,), file, within, seen)
+    elif node.tag == INT_TAG and YAML11_SURPRISE.fullmatch(node.value):
+        base, number = 60 if ":" in node.value else 8, yaml.safe_load(node.value)
+        file.misread.append((path, f"YAML reads {node.value} as the number {number} (base {base}): quote it "
+                                    f"('{node.value}') for text, or write {number}"))
 
 
 def format_path(path: FieldPath) -> str:

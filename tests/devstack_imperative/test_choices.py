@@ -261,3 +261,18 @@ def test_a_crlf_project_file_keeps_its_line_ends_through_an_edit(tmp_path):
     assert imperative.read_text(path) == text
     edited = imperative.without_declaration(path, "aws", "queue", "jobs")
     assert edited == "apiVersion: devstack/v1\r\nkind: Project\r\nname: shop\r\nresources:\r\n  - uses: pg\r\n    kind: database\r\n"
+
+
+def test_a_project_path_that_is_a_fifo_is_unreadable_not_waited_on(tmp_path):
+    """The ledger and imperative verbs read every project file: a FIFO among them had hung them for ever."""
+    import os
+
+    ws = workspace(tmp_path, {"pg": instance("postgres", 1)}, {"shop/devstack.yaml": "shop"})
+    os.mkfifo(tmp_path / "pipe.yaml")
+    ws.config.projects.append("pipe.yaml")
+    by_file = {ref.relative: ref for ref in ws.projects()}
+    assert by_file["shop/devstack.yaml"].unreadable is None
+    assert "not a regular file" in by_file["pipe.yaml"].unreadable
+    with pytest.raises(NotFound) as refused:
+        imperative.read_text(tmp_path / "pipe.yaml")
+    assert "not a regular file" in str(refused.value)

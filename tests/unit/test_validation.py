@@ -525,11 +525,26 @@ def test_an_alias_inside_its_own_anchor_is_a_yaml_problem(tmp_path):
     assert "refers to a node that contains it" in problem.message and problem.line == marked_line(text)
 
 
-def test_a_key_given_twice_in_a_mapping_is_a_yaml_problem(tmp_path):
-    text = db() + "services:\n  api:\n    env:\n      PGHOST: a\n      PGHOST: b  # <-\n"
+def test_a_key_given_twice_in_a_mapping_is_a_problem_beside_the_files_others(tmp_path):
+    """It had been the file's only problem, as a YAML error, hiding every other one until it was fixed."""
+    text = db() + "    params: {encoding: EBCDIC}\nservices:\n  api:\n    env:\n      PGHOST: a\n      PGHOST: b  # <-\n"
+    found = {p.path: p for p in problems(tmp_path, text)}
+    assert set(found) == {"services.api.env.PGHOST", "resources[0].params.encoding"}, found
+    twice = found["services.api.env.PGHOST"]
+    assert "'PGHOST' is given twice in one mapping (first on line 11" in twice.message
+    assert twice.line == marked_line(text)
+
+
+@pytest.mark.parametrize("written, number, base", [("0755", 493, 8), ("-010", -8, 8), ("1:30", 90, 60)])
+def test_a_number_yaml_reads_in_another_base_is_a_problem(tmp_path, written, number, base):
+    """YAML 1.1 reads them so: an env value `UMASK: 0755` reached the service as 493, silently."""
+    text = db() + f"services:\n  api:\n    env:\n      UMASK: {written}  # <-\n"
     (problem,) = problems(tmp_path, text)
-    assert "'PGHOST' is given twice in one mapping (first on line 10" in problem.message
-    assert problem.line == marked_line(text)
+    assert (problem.path, problem.line) == ("services.api.env.UMASK", marked_line(text))
+    assert f"YAML reads {written} as the number {number} (base {base}): quote it ('{written}')" in problem.message
+    quoted = db() + f"services:\n  api:\n    env:\n      UMASK: '{written}'\n      PLAIN: 10\n      ZERO: 0\n"
+    (tmp_path / "quoted").mkdir()
+    assert problems(tmp_path / "quoted", quoted) == []
 
 
 def test_a_merge_key_override_is_not_a_key_given_twice(tmp_path):
@@ -577,6 +592,17 @@ def test_a_project_path_that_is_a_directory_says_so(tmp_path):
         validate({**WORKSPACE, "projects": ["shop"]}, tmp_path, None, "stacks/Pulumi.test.yaml")
     assert [str(p) for p in invalid.value.problems] == [
         "shop: <document>: the path is a directory (listed in devstack:workspace.projects[0]; name the devstack.yaml in it)"]
+
+
+def test_a_project_path_that_is_a_fifo_is_named_not_waited_on(tmp_path):
+    """Reading a FIFO waits for a writer: validation (and so preview) had hung on one for ever."""
+    import os
+
+    os.mkfifo(tmp_path / "shop.yaml")
+    with pytest.raises(WorkspaceInvalid) as invalid:
+        validate({**WORKSPACE, "projects": ["shop.yaml"]}, tmp_path, None, "stacks/Pulumi.test.yaml")
+    (problem,) = invalid.value.problems
+    assert problem.file == "shop.yaml" and "not a regular file (a FIFO" in problem.message, str(problem)
 
 
 @pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n"], ids=["list", "scalar"])
