@@ -49,6 +49,12 @@ def _environment(args: argparse.Namespace, show_secrets: bool) -> ledger.Service
         print("warning: the last `pulumi up` failed, and Pulumi keeps the stack outputs of the last one that "
               "finished: values changed since (a rotated password, say) may be old here; run `pulumi up`",
               file=sys.stderr)
+    # A refresh found the login changed behind Pulumi's back: what the outputs hold for it no longer works.
+    stale = [str(t.ident) for t in ledger.tracked_resources(stack)
+             if t.ident.owner == args.project and t.props.get("passwordInSync") is False]
+    if stale:
+        print(f"warning: a refresh found that the password of {', '.join(stale)} no longer works (changed behind "
+              f"Pulumi's back): values built on it fail until `pulumi up` sets it again", file=sys.stderr)
     return found
 
 

@@ -326,6 +326,26 @@ def test_env_warns_while_the_last_up_failed(sandbox, admin, local_shared, names)
     stack.destroy()
 
 
+def test_env_warns_while_a_refresh_found_a_password_changed_behind_pulumis_back(sandbox, admin, local_shared, names):
+    """The outputs keep the password the resource set; once it is changed in the engine, a refresh marks
+    the resource (passwordInSync false) and `env` had handed out the old one without a word."""
+    a, _ = names
+    service = {"api": {"uses": ["pg"], "env": {"import": [{"from": "pg/database", "vars": {"DATABASE_URL": "dsn"}}]}}}
+    files = [write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True}], services=service)]
+    stack = configure_stack(sandbox, "drift", local_shared, admin, files)
+    stack.up()
+    assert "warning" not in sandbox.cli("env", a, "api", "-w", "drift").stderr
+    with pg(admin) as conn:
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD 'changed-by-hand'").format(sql.Identifier(a.replace("-", "_"))))
+    stack.refresh()
+    stale = sandbox.cli("env", a, "api", "-w", "drift")
+    assert stale.returncode == 0
+    assert f"the password of postgres/pg/database/{a}@{a} no longer works" in stale.stderr, stale.stderr
+    stack.up()  # sets it again
+    assert "warning" not in sandbox.cli("env", a, "api", "-w", "drift").stderr
+    stack.destroy()
+
+
 def test_gc_in_another_checkout_with_the_same_stack_name_leaves_this_ones_resources(
     sandbox, tmp_path, admin, local_shared, names
 ):
