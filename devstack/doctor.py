@@ -298,7 +298,27 @@ def _postgres(instance: SharedInstance) -> str:
             raise Unfit(f"{instance.admin_user!r} is not a superuser ({ADMIN_NEEDS})",
                         f"give {instance.admin_user!r} SUPERUSER, or set shared.{instance.name}.adminUser to a "
                         "superuser")
-        return str(conn.execute("SHOW server_version").fetchone()[0])
+        version = str(conn.execute("SHOW server_version").fetchone()[0])
+    _postgres_asks_for_passwords(instance)
+    return version
+
+
+def _postgres_asks_for_passwords(instance: SharedInstance) -> None:
+    """Unfit when the admin gets in with a wrong password: `trust` in pg_hba.conf lets anyone in as any
+    role, past every tenant's password."""
+    import secrets
+
+    import psycopg
+
+    try:
+        psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
+                        password=f"wrong-{secrets.token_hex(8)}", dbname="postgres",
+                        connect_timeout=int(TIMEOUT)).close()
+    except psycopg.OperationalError:
+        return
+    raise Unfit("so does anyone with a wrong password (`trust` in pg_hba.conf): every tenant's database is open "
+                "to them as any role, whatever its password",
+                "authenticate host connections with scram-sha-256 in pg_hba.conf, then SELECT pg_reload_conf()")
 
 
 #: Commands the provider's admin sends, asked of ACL DRYRUN (Redis 7): each kind's own, not each argument.

@@ -319,3 +319,47 @@ def test_a_redis_anyone_may_log_in_to_is_not_fit_whatever_its_admin_may_do(tmp_p
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_a_postgresql_that_trusts_every_login_is_not_fit(admin):
+    """With `trust` in pg_hba.conf the admin check passed whatever the password, and so would anyone's
+    login as any tenant's role."""
+    import secrets
+    import time
+
+    import psycopg
+    from psycopg import sql
+    from pydantic import SecretStr
+
+    from providers.instances import SharedInstance
+    from tools.engines import load
+
+    engine, role, password = load("postgres"), f"trusted_{secrets.token_hex(4)}", secrets.token_hex(12)
+    hba = engine.data_dir / "pg_hba.conf"
+    original = hba.read_text()
+
+    def connect():
+        return psycopg.connect(host="127.0.0.1", port=engine.port, user=admin["postgres"].user,
+                               password=admin["postgres"].password, dbname="postgres", autocommit=True)
+
+    instance = SharedInstance(name="pg", engine="postgres", port=engine.port, adminUser=role, adminSecret="pgAdmin",
+                              admin_password=SecretStr(password))
+    with connect() as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} SUPERUSER LOGIN PASSWORD {}").format(sql.Identifier(role),
+                                                                                 sql.Literal(password)))
+    try:
+        assert doctor.check_instance(instance, ["database"], local_port=None).ok  # scram: a wrong password fails
+        hba.write_text(f"host all {role} 127.0.0.1/32 trust\n{original}")  # the first line that fits decides
+        with connect() as conn:
+            conn.execute("SELECT pg_reload_conf()")  # signals the server: it rereads the file soon after
+        deadline = time.monotonic() + 10
+        while (health := doctor.check_instance(instance, ["database"], local_port=None)).ok:
+            assert time.monotonic() < deadline, "the reloaded pg_hba.conf never took effect"
+            time.sleep(0.2)
+        assert (health.ok, health.admin) == (False, False), health
+        assert "wrong password (`trust` in pg_hba.conf)" in health.problem and "scram-sha-256" in health.fix
+    finally:
+        hba.write_text(original)
+        with connect() as conn:
+            conn.execute("SELECT pg_reload_conf()")
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
