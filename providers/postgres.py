@@ -169,11 +169,12 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
             raise EngineUnavailable("connect to", what, first, "the server is out of connection slots: see who holds "
                                     "them in pg_stat_activity, then run it again") from err
         refused = "password authentication failed" in str(err)  # it runs: the admin secret is wrong
-        raise EngineUnavailable(
-            "connect to", what, first,
-            f"check devstack:{instance.admin_secret} in the stack config" if refused
-            else instance.start_hint(),
-        ) from err
+        if f'database "{dbname}" does not exist' in str(err):  # it runs, too: starting it would not help
+            hint = ("create it (CREATE DATABASE postgres): devstack's admin connects there first" if dbname == "postgres"
+                    else "it was dropped meanwhile: `pulumi refresh` records that, then run it again")
+        else:
+            hint = f"check devstack:{instance.admin_secret} in the stack config" if refused else instance.start_hint()
+        raise EngineUnavailable("connect to", what, first, hint) from err
     if conn.info.parameter_status("is_superuser") != "on":  # the server reports it at login: no query
         conn.close()
         raise Unsupported("use", what, f"its admin role {instance.admin_user!r} is not a superuser",

@@ -187,6 +187,16 @@ def test_engine_down_names_engine_address_and_fix(configure, owner, local_worksp
         provider.create(props("postgres", "pg", "database", owner, owner))
 
 
+def test_a_database_missing_at_the_connect_is_not_told_to_start_the_server(configure):
+    """The server answered that the database is not there, and the fix offered was to start the server."""
+    instance = configure(Database())._instances["pg"]
+    with pytest.raises(EngineUnavailable) as missing:
+        with admin_connection(instance, "devstack_never_made"):
+            pass
+    assert 'database "devstack_never_made" does not exist' in str(missing.value)
+    assert "dropped meanwhile" in str(missing.value) and "tools.engines start" not in str(missing.value)
+
+
 def test_a_server_gone_in_the_middle_of_a_call_is_named_with_its_fix(through_proxy):
     """Not only at the connect: a server that goes away under an open connection is the engine's error."""
     instance, proxy = through_proxy(Database(), "pg")
