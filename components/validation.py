@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from components import templates
 from components.models import EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig
-from components.yamlfile import FieldPath, YamlFile, format_path, load_yaml, not_a_regular_file
+from components.yamlfile import SPECIAL_FILE, FieldPath, YamlFile, format_path, load_yaml, not_a_regular_file
 from providers import registry
 from providers.base import server_address
 from providers.errors import InvalidSpec
@@ -231,8 +231,7 @@ def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report
         if path.is_dir():
             report.add((), f"the path is a directory ({listed}; name the devstack.yaml in it)")
         elif not_a_regular_file(path):
-            report.add((), f"the path is not a regular file (a FIFO, socket or device; {listed}; name the "
-                           "devstack.yaml)")
+            report.add((), f"the path is {SPECIAL_FILE} ({listed}; name the devstack.yaml)")
         else:
             report.add((), f"the file does not exist ({listed}; fix the path or create it)")
         return report, None

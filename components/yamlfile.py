@@ -56,9 +56,18 @@ def load_yaml(path: Path, display: str) -> YamlFile:
     return file
 
 
+SPECIAL_FILE = "not a regular file (a FIFO, socket or device)"
+
+
 def not_a_regular_file(path: Path) -> bool:
     """Something other than a file is there: a FIFO's or a device's read would wait for ever."""
     return path.exists() and not path.is_file() and not path.is_dir()
+
+
+def refuse_special_file(path: Path) -> None:
+    """OSError, as an unreadable file gives, before a read of `path` that would wait for ever."""
+    if not_a_regular_file(path):
+        raise OSError(SPECIAL_FILE)
 
 
 def unreadable_reason(err: Exception) -> str:

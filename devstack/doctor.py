@@ -293,11 +293,9 @@ def _postgres(instance: SharedInstance) -> str:
         raise
     with conn:
         if conn.info.parameter_status("is_superuser") != "on":
-            from providers.postgres import ADMIN_NEEDS
+            from providers.postgres import ADMIN_NEEDS, superuser_fix
 
-            raise Unfit(f"{instance.admin_user!r} is not a superuser ({ADMIN_NEEDS})",
-                        f"give {instance.admin_user!r} SUPERUSER, or set shared.{instance.name}.adminUser to a "
-                        "superuser")
+            raise Unfit(f"{instance.admin_user!r} is not a superuser ({ADMIN_NEEDS})", superuser_fix(instance))
         version = str(conn.execute("SHOW server_version").fetchone()[0])
     _postgres_asks_for_passwords(instance)
     return version
@@ -329,7 +327,7 @@ REDIS_ADMIN_COMMANDS = (("CONFIG", "GET", "databases"), ("EVALSHA", "0" * 40, "0
 def _redis(instance: SharedInstance) -> str:
     import redis
 
-    from providers.redis import no_retry
+    from providers.redis import admin_fix, no_retry
 
     client = redis.Redis(host=instance.host, port=instance.port, username=instance.admin_user,
                          password=instance.password(), socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
@@ -345,8 +343,7 @@ def _redis(instance: SharedInstance) -> str:
                 answer = str(err)
             if answer != "OK":
                 raise Unfit(f"{instance.admin_user!r} cannot run {' '.join(command[:2])}: {answer}",
-                            f"give {instance.admin_user!r} `~* &* +@all` (ACL SETUSER {instance.admin_user} ~* &* "
-                            f"+@all), with CONFIG, EVALSHA and ACL neither renamed nor disabled")
+                            admin_fix(instance.admin_user))
         _redis_closed_to_strangers(instance)
         return version
     except redis.AuthenticationError as err:

@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from components import templates
 from components.models import WorkspaceConfig
 from components.validation import WorkspaceInvalid, validate
-from components.yamlfile import load_yaml_if_usable, not_a_regular_file, stack_config_file, unreadable_reason
+from components.yamlfile import load_yaml_if_usable, refuse_special_file, stack_config_file, unreadable_reason
 from devstack import cli, ledger, yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger import EXCEPTION_LINE
@@ -160,8 +160,7 @@ class Workspace:
             path = self.root / relative
             data, unreadable = None, None
             try:
-                if not_a_regular_file(path):
-                    raise OSError("not a regular file (a FIFO, socket or device)")
+                refuse_special_file(path)
                 data = yaml.safe_load(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
                 unreadable = unreadable_reason(err)
@@ -331,8 +330,7 @@ def parse_params(pairs: Sequence[str]) -> dict[str, Any]:
 def read_text(path: Path) -> str:
     """The file as it is, line ends included (CRLF stays CRLF: write_text puts back what it gets)."""
     try:
-        if not_a_regular_file(path):
-            raise OSError("not a regular file (a FIFO, socket or device)")
+        refuse_special_file(path)
         with path.open(encoding="utf-8", newline="") as handle:
             return handle.read()
     except OSError as err:

@@ -445,7 +445,11 @@ class KindProvider(ResourceProvider):
         instance = self._instances.get(str(news.get("instance")))
         if instance is None or "host" not in olds:
             return []
-        return [name for name, now in (("host", instance.host), ("port", instance.port)) if olds.get(name) != now]
+        return [name for name, now in self._address(instance).items() if olds.get(name) != now]
+
+    def _address(self, instance: SharedInstance) -> dict[str, Any]:
+        """The `host` and `port` outputs of this kind (those it reports), as the instance's config has them now."""
+        return {key: value for key, value in (("host", instance.host), ("port", instance.port)) if key in self.attributes}
 
     @_engine_failures_named
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -480,9 +484,7 @@ class KindProvider(ResourceProvider):
             return ReadResult("", {})
         # The address is the instance's, as configured now: after the instance moves, a
         # refresh (with --run-program) points every resource and its exports at the new one.
-        address = {key: value for key, value in (("host", instance.host), ("port", instance.port))
-                   if key in self.attributes}
-        live = {**props, **address, **observed.attributes}
+        live = {**props, **self._address(instance), **observed.attributes}
         live["params"] = {**(props.get("params") or {}), **observed.params}
         if props.get("password") and props.get("user"):
             # The login the resource made (the live owner of a database may have drifted to another role).

@@ -148,6 +148,11 @@ ADMIN_NEEDS = ("devstack hands each project's databases to the project's role, a
                "them, which PostgreSQL allows only a superuser for roles it is not a member of")
 
 
+def superuser_fix(instance: SharedInstance) -> str:
+    """What an admin that is not a superuser needs (the provider's refusal and the doctor say it alike)."""
+    return (f"give {instance.admin_user!r} SUPERUSER, or set shared.{instance.name}.adminUser to a superuser")
+
+
 @contextmanager
 def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iterator[psycopg.Connection]:
     """An autocommit admin connection; EngineUnavailable when the server does not answer."""
@@ -178,8 +183,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
     if conn.info.parameter_status("is_superuser") != "on":  # the server reports it at login: no query
         conn.close()
         raise Unsupported("use", what, f"its admin role {instance.admin_user!r} is not a superuser",
-                          f"{ADMIN_NEEDS}: give {instance.admin_user!r} SUPERUSER, or set "
-                          f"shared.{instance.name}.adminUser to a superuser; nothing was changed")
+                          f"{ADMIN_NEEDS}: {superuser_fix(instance)}; nothing was changed")
     _majors.setdefault(instance.address, conn.info.server_version // 10000)
     with conn:
         try:

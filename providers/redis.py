@@ -102,6 +102,12 @@ def no_retry() -> redis_py.retry.Retry:
     return redis_py.retry.Retry(redis_py.backoff.NoBackoff(), 0)
 
 
+def admin_fix(user: str) -> str:
+    """What a Redis admin short of devstack's needs is given (the provider's refusal and the doctor say it alike)."""
+    return (f"give {user!r} `~* &* +@all` (`ACL SETUSER {user} ~* &* +@all`), with CONFIG, EVALSHA and ACL neither "
+            "renamed nor disabled")
+
+
 @contextmanager
 def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
     """An admin client on db 0, checked with PING; EngineUnavailable when the server does not answer."""
@@ -136,9 +142,7 @@ def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
             if isinstance(err, redis_py.exceptions.NoPermissionError) or str(err).startswith("unknown command"):
                 raise Unsupported("use", f"redis instance {instance.name!r} at {instance.address}",
                                   f"its admin {instance.admin_user!r} cannot run a command devstack needs ({err})",
-                                  f"give {instance.admin_user!r} `~* &* +@all` (`ACL SETUSER {instance.admin_user} "
-                                  f"~* &* +@all`), with CONFIG, EVALSHA and ACL neither renamed nor disabled, then "
-                                  f"run it again") from err
+                                  f"{admin_fix(instance.admin_user)}, then run it again") from err
             raise
 
 
