@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import re
+import select
+import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -111,7 +114,7 @@ ADMIN_SETTINGS = (
     "idle_in_transaction_session_timeout=0", "local_preload_libraries=",
 )
 #: The server ends an admin session idle this long (PostgreSQL 14 and later). devstack's own never idle
-#: that long (one per call, closed after it); one whose client died without closing its socket (a
+#: that long (kept between calls for KEPT_SECONDS at most, holding no lock); one whose client died without closing its socket (a
 #: machine gone, a half-open connection) would otherwise hold the DDL lock, and stall every stack's
 #: PostgreSQL change on the server, for as long as TCP takes to notice: hours.
 ADMIN_IDLE_LIMIT = "60s"
@@ -155,8 +158,41 @@ def superuser_fix(instance: SharedInstance) -> str:
 
 @contextmanager
 def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iterator[psycopg.Connection]:
-    """An autocommit admin connection; EngineUnavailable when the server does not answer."""
+    """An autocommit admin connection; EngineUnavailable when the server does not answer.
+
+    A session on `postgres` that ends cleanly is kept for the process's next call (see _kept_sessions).
+    """
     what, options = f"postgres instance {instance.name!r} at {instance.address}", admin_options(instance.address)
+    key = (instance.host, instance.port, instance.admin_user, instance.password(), dbname, options)
+    conn = _kept_session(key) or _new_admin_session(instance, dbname, what, options)
+    # The process's first session went out before the server's version was known: its limit is SET, and
+    # the reset before reuse (RESET ALL) would undo that. Sessions on a project's database are never
+    # kept: one left there would hold off its DROP DATABASE.
+    keep = dbname == "postgres" and ("idle_session_timeout" in options or conn.info.server_version < 140000)
+    clean = False
+    try:
+        if conn.info.server_version >= 140000 and "idle_session_timeout" not in options:
+            conn.execute(sql.SQL("SET idle_session_timeout = {}").format(sql.Literal(ADMIN_IDLE_LIMIT)))
+        yield conn
+        clean = True
+    # psycopg's own wait timeout (private in name; Connection.wait raises it from 3.3, pyproject's floor). The
+    # session's state is unknown: closed, so nothing waits on it again.
+    except psycopg.errors._WaitTimeout as err:
+        raise instance.stopped_answering(f"no answer within {ANSWER_LIMIT:.0f}s") from err
+    except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
+        raise EngineUnavailable("keep talking to", what, f"it ended this admin session after it sat idle for "
+                                f"{ADMIN_IDLE_LIMIT} ({first_line(err)})", "nothing more was changed; run it again"
+                                ) from err
+    except psycopg.OperationalError as err:
+        if not conn.broken:
+            raise
+        raise instance.stopped_answering(err) from err
+    finally:
+        if not (clean and keep and _kept(key, conn)):
+            conn.close()
+
+
+def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options: str) -> psycopg.Connection:
     try:
         conn = _answering_connection().connect(
             host=instance.host,
@@ -185,25 +221,53 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
         raise Unsupported("use", what, f"its admin role {instance.admin_user!r} is not a superuser",
                           f"{ADMIN_NEEDS}: {superuser_fix(instance)}; nothing was changed")
     _majors.setdefault(instance.address, conn.info.server_version // 10000)
-    with conn:
-        try:
-            if conn.info.server_version >= 140000 and "idle_session_timeout" not in options:
-                # The process's first session, sent before the server's version was known.
-                conn.execute(sql.SQL("SET idle_session_timeout = {}").format(sql.Literal(ADMIN_IDLE_LIMIT)))
-            yield conn
-        # psycopg's own wait timeout (private in name; Connection.wait raises it from 3.3, pyproject's floor). The
-        # session's state is unknown: closed, so nothing waits on it again.
-        except psycopg.errors._WaitTimeout as err:
-            conn.close()
-            raise instance.stopped_answering(f"no answer within {ANSWER_LIMIT:.0f}s") from err
-        except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
-            raise EngineUnavailable("keep talking to", what, f"it ended this admin session after it sat idle for "
-                                    f"{ADMIN_IDLE_LIMIT} ({first_line(err)})", "nothing more was changed; run it again"
-                                    ) from err
-        except psycopg.OperationalError as err:
-            if not conn.broken:
-                raise
-            raise instance.stopped_answering(err) from err
+    return conn
+
+
+#: Admin sessions on `postgres` left by calls that ended cleanly, reset, by server, login and startup options, with the
+#: time each was left. A new session costs the server a backend (some 18 ms of its CPU on this project's
+#: machine) and the provider a SCRAM login, and a database's create alone makes two calls; a deployment's
+#: calls run on up to the provider's worker count of threads, so a few sessions serve them all.
+SessionKey = tuple[str, int, str, str, str, str]  # host, port, user, password, database, startup options
+_kept_sessions: dict[SessionKey, list[tuple[float, Any]]] = {}
+_kept_lock = threading.Lock()
+#: Sessions kept per server and login, and for how long: well inside ADMIN_IDLE_LIMIT, past which the
+#: server ends a session.
+KEPT_SESSIONS, KEPT_SECONDS = 8, 20.0
+
+
+def _kept(key: SessionKey, conn: psycopg.Connection) -> bool:
+    """Keep `conn` for the next call when it is whole and idle; reset first: no advisory lock (the DDL lock)
+    and no setting of this call survives (the pinned ones are the session's own). False when it was not kept."""
+    if conn.broken or conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        # Not DISCARD ALL: it also drops the statements psycopg has prepared on the session, unbeknown to it.
+        conn.execute("RESET ALL")
+        conn.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        return False
+    with _kept_lock:
+        kept = _kept_sessions.setdefault(key, [])
+        if len(kept) >= KEPT_SESSIONS:
+            return False
+        kept.append((time.monotonic(), conn))
+    return True
+
+
+def _kept_session(key: SessionKey) -> psycopg.Connection | None:
+    """A kept session the server has not ended meanwhile, or None."""
+    while True:
+        with _kept_lock:
+            kept = _kept_sessions.get(key)
+            if not kept:
+                return None
+            since, conn = kept.pop()
+        # The server says nothing to an idle session unless it ends it (restarted, terminated, idle too
+        # long): then the socket reads, and that session is dropped, not handed out.
+        if time.monotonic() - since < KEPT_SECONDS and not select.select([conn.fileno()], [], [], 0)[0]:
+            return conn
+        conn.close()
 
 
 def password_works(instance: SharedInstance, user: str, password: str) -> bool:

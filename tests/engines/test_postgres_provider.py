@@ -255,6 +255,55 @@ def test_an_admin_session_left_idle_holding_the_ddl_lock_is_ended_by_the_server(
             silent.execute("SELECT 1")
 
 
+def _pid(conn: psycopg.Connection) -> int:
+    return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def test_the_next_admin_call_gets_the_last_ones_session_reset(configure, admin_conn):
+    """A session per call cost the server a backend and the provider a login, twice per database created.
+    Kept, it must not carry anything of the call before: the DDL lock, a changed setting."""
+    instance = configure(Database())._instances["pg"]
+    with admin_connection(instance):
+        pass  # learns the server's version, as any earlier call would have
+    with admin_connection(instance) as first:
+        pid, pinned = _pid(first), first.execute("SHOW search_path").fetchone()[0]
+        first.execute("SET lock_timeout = '7s'")
+        first.execute("SET search_path = public")
+        first.execute("SELECT pg_advisory_lock(%s)", (postgres.DDL_LOCK_KEY,))
+    with admin_connection(instance) as second:
+        assert _pid(second) == pid
+        assert second.execute("SHOW lock_timeout").fetchone()[0] == "0"
+        assert second.execute("SHOW search_path").fetchone()[0] == pinned != "public"  # as pinned at login
+        assert second.execute("SHOW idle_session_timeout").fetchone()[0] == "1min"
+    held = admin_conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (pid,))
+    assert held.fetchone()[0] == 0
+
+
+def test_a_kept_session_the_server_ended_is_not_handed_out(configure, admin_conn):
+    """Ended meanwhile (a restart, pg_terminate_backend, its idle limit): the next call gets a new one that works."""
+    instance = configure(Database())._instances["pg"]
+    with admin_connection(instance):
+        pass
+    with admin_connection(instance) as conn:
+        pid = _pid(conn)
+    admin_conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+    with admin_connection(instance) as conn:
+        assert _pid(conn) != pid
+
+
+def test_a_session_whose_call_failed_is_not_kept(configure):
+    """Its state is whatever the failure left (a transaction open, a lock): closed, never handed to the next call."""
+    instance = configure(Database())._instances["pg"]
+    with admin_connection(instance):
+        pass
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        with admin_connection(instance) as conn:
+            pid = _pid(conn)
+            conn.execute("SELECT * FROM devstack_no_such_table")
+    with admin_connection(instance) as conn:
+        assert _pid(conn) != pid
+
+
 def test_a_host_that_names_no_address_is_a_config_fix_not_a_start(configure, owner):
     """A typo in the host (`127.0.0.l`) is not an engine that is down: starting it would not help."""
     provider = configure(Database())
