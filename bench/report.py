@@ -3,6 +3,11 @@
 Targets (issue 8): B1 devstack <= 1.3 x max(direct, no-op) at every N and
 growing linearly; B2 no-change preview and up <= 1.2 x the no-op floor, with
 no engine call; B4 provider peak RSS under 200 MB.
+
+Beside each time target stands the least ratio devstack's CPU-seconds allow
+(bench/cpu.py): a step needing C CPU-seconds takes at least C / cores, so when
+that bound is over the target, no overlap of the work can meet it; only less
+work can.
 """
 
 from __future__ import annotations
@@ -29,13 +34,27 @@ def series(report: dict[str, Any], key: str) -> dict[int, float]:
     return {int(n): row[key] for n, row in report["b1"].items() if key in row}
 
 
+def cpu_seconds(runs: list[dict[str, float]] | None) -> float | None:
+    """Median CPU-seconds, client and engines together, of a step's runs."""
+    return median([run["client"] + run["engines"] for run in runs]) if runs else None
+
+
+def _bound(report: dict[str, Any], runs: list[dict[str, float]] | None, floor: float) -> str:
+    """`; CPU bound ...`: the least wall time, as a ratio to `floor`, that devstack's CPU-seconds allow."""
+    used, cores = cpu_seconds(runs), report["machine"]["cores"]
+    if not used:
+        return ""
+    return f"; its {used:.1f} CPU-s take >= {used / cores:.1f} s on {cores} cores: CPU bound {used / cores / floor:.2f} x"
+
+
 def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """name -> {"met": bool, "detail": str}, one per target the report has data for."""
     found: dict[str, dict[str, Any]] = {}
     for n, row in sorted(report["b1"].items(), key=lambda item: int(item[0])):
         floor = max(row["direct"], row["noop"])
         ratio = row["ours"] / floor
-        found[f"B1 N={n}"] = {"met": ratio <= B1_FACTOR, "detail": f"{ratio:.2f} x max(a, b) (<= {B1_FACTOR})"}
+        found[f"B1 N={n}"] = {"met": ratio <= B1_FACTOR, "detail": f"{ratio:.2f} x max(a, b) (<= {B1_FACTOR})"
+                                                                     + _bound(report, row.get("cpu", {}).get("ours"), floor)}
     slopes = marginal(series(report, "ours"))
     if len(slopes) >= 2:
         growth = slopes[-1] / slopes[0] if slopes[0] > 0 else float("inf")
@@ -46,7 +65,8 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         ours, floor = median(report.get("b2", {}).get(step)), median(report.get("b2_noop", {}).get(step))
         if ours and floor:
             found[f"B2 {step}"] = {"met": ours <= B2_FACTOR * floor,
-                                   "detail": f"{ours / floor:.2f} x no-op floor (<= {B2_FACTOR})"}
+                                   "detail": f"{ours / floor:.2f} x no-op floor (<= {B2_FACTOR})"
+                                             + _bound(report, report.get("steady_cpu", {}).get("ours", {}).get(step), floor)}
     if "b2" in report:
         found["B2 no engine call"] = {"met": bool(report["b2"].get("pure")),
                                       "detail": "preview passes with every engine unreachable"}
@@ -105,6 +125,26 @@ def b2_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cpu_table(report: dict[str, Any]) -> list[str]:
+    """CPU-seconds of each measured step, client + engines (medians), and the wall time they need at least."""
+    cores = report["machine"]["cores"]
+    rows = [(f"B1 N={n} {label}", row.get("cpu", {}).get(key)) for n, row in
+            sorted(report["b1"].items(), key=lambda item: int(item[0]))
+            for key, label in (("ours", "devstack `up`"), ("direct", "(a) direct"), ("noop", "(b) no-op `up`"))]
+    for step in ("preview", "up", "refresh"):
+        for key, label in (("ours", "devstack"), ("noop", "no-op")):
+            rows.append((f"{step} {label}", report.get("steady_cpu", {}).get(key, {}).get(step)))
+    lines = [f"CPU-seconds per step (median; client: the pulumi processes, or (a)'s threads; engines: the local "
+             f"engines'), and the least wall time they allow on {cores} cores:", "",
+             "| step | client | engines | together | / cores |", "|---|---:|---:|---:|---:|"]
+    for label, runs in rows:
+        if runs:
+            client, engines = median([r["client"] for r in runs]), median([r["engines"] for r in runs])
+            together = cpu_seconds(runs) or 0.0
+            lines.append(f"| {label} | {client:.1f} | {engines:.1f} | {together:.1f} | {together / cores:.1f} s |")
+    return lines if len(lines) > 4 else []
+
+
 def table(report: dict[str, Any]) -> str:
     m = report["machine"]
     head = [f"devstack benchmark, {report['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, "
@@ -125,4 +165,5 @@ def table(report: dict[str, Any]) -> str:
         tail.append(f"providers and components measured from {report['providers_from']}")
     if report.get("env"):
         tail.append(f"extra environment of every pulumi run: {' '.join(report['env'])}")
-    return "\n".join(head + b1_table(report) + [""] + b2_table(report) + [""] + b4 + [""] + checks + [""] + tail)
+    return "\n".join(head + b1_table(report) + [""] + b2_table(report) + [""] + cpu_table(report) + [""] + b4 + [""]
+                     + checks + [""] + tail)

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator
 
 from pulumi import automation as auto
 
-from bench import direct, memory, stacks, sweep
+from bench import cpu, direct, memory, stacks, sweep
 from bench import workload as wl
 from bench.report import median, targets, table
 from tools.pulumi_env import let_plugins_see_sigint
@@ -79,15 +79,18 @@ class Runner:
         self.args, self.shared, self.admin = args, wl.local_shared(), admin_credentials()
         self.results: dict[str, Any] = {"b1": {}, "b4": {}, "leftovers": {}, "load": []}
         self.prefixes: list[str] = []
+        #: CPU-seconds of the last timed step: "client" (what it ran) and "engines".
+        self.last_cpu: dict[str, float] = {}
 
     def timed(self, what: str, action: Callable[[], Any], rss: str | None = None) -> tuple[float, Any]:
         """Run `action` under the watchdog; seconds and result. With `rss`, record the provider's peak RSS."""
         progress(f"{what} ...")
         self.results["load"].append([what, round(os.getloadavg()[0], 2)])
-        with watchdog(self.args.step_timeout, what), memory.PeakSampler() as sampler:
+        with watchdog(self.args.step_timeout, what), memory.PeakSampler() as sampler, cpu.CpuMeter() as meter:
             start = time.monotonic()
             outcome = action()
             seconds = time.monotonic() - start
+        self.last_cpu = {"client": round(meter.children + meter.own, 2), "engines": round(meter.engines, 2)}
         if rss:
             self.results["b4"][rss] = max(self.results["b4"].get(rss, 0), sampler.peak)
         progress(f"{what}: {seconds:.1f}s" + (f", provider peak {sampler.peak / 2**20:.0f} MB" if rss else ""))
@@ -107,16 +110,22 @@ class Runner:
         workload = wl.Workload(wl.new_prefix(), n)
         self.prefixes.append(workload.prefix)
         runs: dict[str, list[float]] = {"direct": [], "noop": [], "ours": []}
+        cpu_runs: dict[str, list[dict[str, float]]] = {key: [] for key in runs}
+
+        def measured(key: str, seconds: float) -> None:
+            runs[key].append(seconds)
+            cpu_runs[key].append(self.last_cpu)
+
         for i in range(self.args.repeat):
             label = f"N={n} round {i + 1}/{self.args.repeat}"
-            runs["direct"].append(self.direct(label, workload))
+            measured("direct", self.direct(label, workload))
             with stacks.scratch_dir() as noop_base, stacks.scratch_dir() as ours_base:
                 noop = stacks.noop_stack(noop_base, workload)
                 try:
-                    runs["noop"].append(self.noop(noop, workload, label))
+                    measured("noop", self.noop(noop, workload, label))
                     ours = stacks.devstack_stack(ours_base, workload, self.admin, self.args.providers_from)
                     try:
-                        runs["ours"].append(self.ours(ours, workload, label))
+                        measured("ours", self.ours(ours, workload, label))
                         if largest and i == 0:
                             self.steady(noop, ours, workload)
                     finally:
@@ -124,7 +133,8 @@ class Runner:
                 finally:
                     self.destroy(f"{label} (b) no-op destroy", noop, "destroy_noop", n)
         self.results["b1"][str(n)] = {"prefix": workload.prefix, "projects": len(workload.projects),
-                                      **{key: median(values) for key, values in runs.items()}, "runs": runs}
+                                      **{key: median(values) for key, values in runs.items()}, "runs": runs,
+                                      "cpu": cpu_runs}
 
     def destroy(self, what: str, stack: auto.Stack, key: str, n: int, rss: str | None = None) -> None:
         """Destroy a stack and keep its time. A failure is recorded, not raised: raised from a `finally`,
@@ -169,13 +179,17 @@ class Runner:
             "refresh": (noop.refresh, lambda: _unchanged(ours.refresh())),
         }
         times: dict[str, dict[str, list[float]]] = {"noop": {}, "ours": {}}
+        cpu_used: dict[str, dict[str, list[dict[str, float]]]] = {"noop": {}, "ours": {}}
         for step, (floor_action, our_action) in steps.items():
             what = f"{step}, no change" if step != "refresh" else step
             for i in range(self.args.repeat):
                 times["noop"].setdefault(step, []).append(
                     self.timed(f"N={n} (b) no-op {what} #{i + 1}", floor_action)[0])
+                cpu_used["noop"].setdefault(step, []).append(self.last_cpu)
                 times["ours"].setdefault(step, []).append(
                     self.timed(f"N={n} devstack {what} #{i + 1}", our_action, rss="devstack")[0])
+                cpu_used["ours"].setdefault(step, []).append(self.last_cpu)
+        self.results["steady_cpu"] = cpu_used
         self.results["b2_noop"] = {step: times["noop"][step] for step in ("preview", "up")}
         self.results["b2"] = {step: times["ours"][step] for step in ("preview", "up")}
         self.results["b3_noop"], self.results["b3"] = times["noop"]["refresh"], times["ours"]["refresh"]

@@ -1,0 +1,62 @@
+"""CPU-seconds a benchmark step costs: its own client work and the local engines' work.
+
+A step that needs C CPU-seconds cannot take less than C / cores of wall time, however
+well its parts overlap; the report sets that bound beside each time target. The
+client side is what the step ran: the `pulumi` processes (with the program and the
+provider they start and wait for) or, for the direct baseline, this process's own
+threads. The engine side is the local engines' processes, their finished children
+included (PostgreSQL's backends, one per session).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+from tools.engines import ENGINES, load
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def engine_pids() -> list[int]:
+    """The local engines `tools.engines start` began and that still run."""
+    pids = (load(name).running_pid() for name in ENGINES)
+    return [pid for pid in pids if pid is not None]
+
+
+def process_seconds(pid: int) -> float:
+    """User and system time of `pid` and of its children it has waited for; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(value) for value in fields[11:15]) / TICKS  # utime stime cutime cstime
+
+
+def _usage(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuMeter:
+    """CPU-seconds spent while in use: `children` (processes run and waited for), `own` (this
+    process, the direct baseline's threads), `engines`."""
+
+    def __init__(self) -> None:
+        self.children = self.own = self.engines = 0.0
+        self._pids: list[int] = []
+
+    def __enter__(self) -> "CpuMeter":
+        self._pids = engine_pids()
+        self._start = (_usage(resource.RUSAGE_CHILDREN), _usage(resource.RUSAGE_SELF), self._engine_seconds())
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        children, own, engines = self._start
+        self.children = _usage(resource.RUSAGE_CHILDREN) - children
+        self.own = _usage(resource.RUSAGE_SELF) - own
+        self.engines = self._engine_seconds() - engines
+
+    def _engine_seconds(self) -> float:
+        return sum(process_seconds(pid) for pid in self._pids)

@@ -1,0 +1,51 @@
+"""The benchmark's CPU accounting: what it measures, and the bound the report sets beside each target."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from bench import cpu
+from bench.report import targets
+
+BURN = 0.3  # CPU-seconds
+
+
+def _burn(seconds: float) -> None:
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+
+def test_a_process_the_step_runs_and_waits_for_counts_as_its_client_cpu():
+    with cpu.CpuMeter() as meter:
+        subprocess.run([sys.executable, "-c", f"import time\nt = time.process_time()\n"
+                        f"while time.process_time() - t < {BURN}: pass"], check=True)
+    assert meter.children >= BURN * 0.9
+    assert meter.own < BURN  # the busy loop ran in the child, not here
+
+
+def test_a_processs_cpu_is_read_from_proc_and_ends_at_zero_once_it_is_gone():
+    before = cpu.process_seconds(os.getpid())
+    _burn(BURN)
+    assert cpu.process_seconds(os.getpid()) - before >= BURN * 0.9
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its /proc entry is gone
+    assert cpu.process_seconds(gone.pid) == 0.0
+
+
+def test_each_time_target_names_the_least_ratio_its_cpu_seconds_allow():
+    cores, floor = 2, 10.0
+    ours_cpu = [{"client": 30.0, "engines": 10.0}, {"client": 32.0, "engines": 10.0}, {"client": 28.0, "engines": 10.0}]
+    report = {"machine": {"cores": cores},
+              "b1": {"300": {"direct": 3.0, "noop": floor, "ours": 21.0, "cpu": {"ours": ours_cpu}}},
+              "b2": {"preview": [3.0], "up": [3.0]}, "b2_noop": {"preview": [2.0], "up": [2.5]},
+              "steady_cpu": {"ours": {"preview": [{"client": 3.0, "engines": 0.2}]}}}
+    found = targets(report)
+    least = 40.0 / cores / floor  # the median run's 30 + 10 CPU-s over the cores, against max(a, b)
+    assert found["B1 N=300"]["met"] is False
+    assert f"CPU bound {least:.2f} x" in found["B1 N=300"]["detail"]
+    assert f"CPU bound {3.2 / cores / 2.0:.2f} x" in found["B2 preview"]["detail"]
+    assert "CPU bound" not in found["B2 up"]["detail"]  # no CPU measured for it: no bound claimed
