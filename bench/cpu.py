@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import resource
-from pathlib import Path
 
 from tools.engines import ENGINES, load
+from tools.engines.base import process_stat
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -27,11 +27,8 @@ def engine_pids() -> list[int]:
 
 def process_seconds(pid: int) -> float:
     """User and system time of `pid` and of its children it has waited for; 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(value) for value in fields[11:15]) / TICKS  # utime stime cutime cstime
+    fields = process_stat(pid)
+    return sum(int(value) for value in fields[11:15]) / TICKS if fields else 0.0  # utime stime cutime cstime
 
 
 def _usage(who: int) -> float:

@@ -10,6 +10,8 @@ import os
 import threading
 from pathlib import Path
 
+from tools.engines.base import process_stat
+
 #: The plugin runs `python -m tools.provider_server` (Pulumi's server, more workers); plain
 #: `-m pulumi.dynamic` is what a stock shim runs.
 MARKERS = (b"tools.provider_server", b"pulumi.dynamic")
@@ -19,14 +21,10 @@ def _children() -> dict[int, list[int]]:
     """parent pid -> child pids, for every process visible in /proc."""
     tree: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # the process ended while we looked
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        tree.setdefault(ppid, []).append(int(entry.name))
+        fields = process_stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields is None:
+            continue  # not a process, or it ended while we looked
+        tree.setdefault(int(fields[1]), []).append(int(entry.name))
     return tree
 
 

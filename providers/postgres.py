@@ -114,9 +114,10 @@ ADMIN_SETTINGS = (
     "idle_in_transaction_session_timeout=0", "local_preload_libraries=",
 )
 #: The server ends an admin session idle this long (PostgreSQL 14 and later). devstack's own never idle
-#: that long (kept between calls for KEPT_SECONDS at most, holding no lock); one whose client died without closing its socket (a
-#: machine gone, a half-open connection) would otherwise hold the DDL lock, and stall every stack's
-#: PostgreSQL change on the server, for as long as TCP takes to notice: hours.
+#: that long (kept between calls for KEPT_SECONDS at most, holding no lock); one whose client died
+#: without closing its socket (a machine gone, a half-open connection) would otherwise hold the DDL
+#: lock, and stall every stack's PostgreSQL change on the server, for as long as TCP takes to notice:
+#: hours.
 ADMIN_IDLE_LIMIT = "60s"
 #: Server major versions by address, learnt from the first admin session (always in `postgres`).
 _majors: dict[str, int] = {}
@@ -163,15 +164,16 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
     A session on `postgres` that ends cleanly is kept for the process's next call (see _kept_sessions).
     """
     what, options = f"postgres instance {instance.name!r} at {instance.address}", admin_options(instance.address)
+    limit_at_login = "idle_session_timeout" in options
     key = (instance.host, instance.port, instance.admin_user, instance.password(), dbname, options)
     conn = _kept_session(key) or _new_admin_session(instance, dbname, what, options)
     # The process's first session went out before the server's version was known: its limit is SET, and
     # the reset before reuse (RESET ALL) would undo that. Sessions on a project's database are never
     # kept: one left there would hold off its DROP DATABASE.
-    keep = dbname == "postgres" and ("idle_session_timeout" in options or conn.info.server_version < 140000)
+    keep = dbname == "postgres" and (limit_at_login or conn.info.server_version < 140000)
     clean = False
     try:
-        if conn.info.server_version >= 140000 and "idle_session_timeout" not in options:
+        if conn.info.server_version >= 140000 and not limit_at_login:
             conn.execute(sql.SQL("SET idle_session_timeout = {}").format(sql.Literal(ADMIN_IDLE_LIMIT)))
         yield conn
         clean = True
@@ -224,8 +226,8 @@ def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options
     return conn
 
 
-#: Admin sessions on `postgres` left by calls that ended cleanly, reset, by server, login and startup options, with the
-#: time each was left. A new session costs the server a backend (some 18 ms of its CPU on this project's
+#: Admin sessions on `postgres` left by calls that ended cleanly, reset, by server, login and startup
+#: options, with the time each was left. A new session costs the server a backend (some 18 ms of its CPU on this project's
 #: machine) and the provider a SCRAM login, and a database's create alone makes two calls; a deployment's
 #: calls run on up to the provider's worker count of threads, so a few sessions serve them all.
 SessionKey = tuple[str, int, str, str, str, str]  # host, port, user, password, database, startup options

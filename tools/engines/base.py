@@ -289,14 +289,19 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def process_start_time(pid: int) -> int | None:
-    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+def process_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name, from the state on; None once it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # comm may contain spaces and parens
-    return None if fields[0] in ("Z", "X") else int(fields[19])
+    return stat[stat.rindex(")") + 2:].split()  # comm may contain spaces and parens
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+    fields = process_stat(pid)
+    return None if fields is None or fields[0] in ("Z", "X") else int(fields[19])
 
 
 def process_cmdline(pid: int) -> str:
