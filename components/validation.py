@@ -247,13 +247,13 @@ def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report
         report.problems.append(Problem(relative, "", mark.line + 1 if mark else None, _yaml_message(err, path)))
         return report, None
     report = _Report(file, relative)
-    for path, message in file.repeated:
-        report.add(path, message)
+    for field_path, message in file.repeated:
+        report.add(field_path, message)
     project = check_project(file.data, workspace, report)
     flagged = {problem.path for problem in report.problems}
-    for path, message in file.misread:
-        if format_path(path) not in flagged:  # a field wrong either way (`name: 007`) says so itself
-            report.add(path, message)
+    for field_path, message in file.misread:
+        if format_path(field_path) not in flagged:  # a field wrong either way (`name: 007`) says so itself
+            report.add(field_path, message)
     return report, project
 
 
