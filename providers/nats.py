@@ -33,7 +33,7 @@ from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
-from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
 
@@ -66,6 +66,11 @@ DUPLICATE_WINDOW = 120.0
 MAX_SECONDS = (2**63 - 1) // 10**9
 CONNECT_TIMEOUT = 5
 API_TIMEOUT = 10.0
+#: JetStream's error code for a stream whose storage the server could not set up (sent with status 500).
+STREAM_STORE_FAILED = 10049
+#: Tries of a stream's create that the server fails that way, with STORE_PAUSE x the try's number between them.
+STORE_ATTEMPTS = 4
+STORE_PAUSE = 0.1
 
 #: Server features by version (major, minor), read in one place.
 FEATURES = {
@@ -360,6 +365,9 @@ def api_errors(verb: str, what: str) -> Iterator[None]:
             raise  # no JetStream at all: the session's call names it (Sessions._call)
         if isinstance(err, jetstream_errors.NotFoundError):
             raise NotFound(verb, what, err.description or "not found") from err
+        if err.err_code == STREAM_STORE_FAILED:  # the server's own failure, not the declaration's (add_stream)
+            raise DevstackError(verb, what, f"the server failed: {err.description}",
+                                "the nats-server log says why; run the command again") from err
         hint = _SPEC_ERRORS.get(err.err_code or 0, "change the declaration; retrying will not help")
         raise InvalidSpec(verb, what, f"the server refused: {err.description}", hint) from err
 
@@ -373,6 +381,26 @@ async def stream_info(js: JetStreamContext, name: str) -> StreamInfo | None:
         return await js.stream_info(name)
     except jetstream_errors.NotFoundError:
         return None
+
+
+async def add_stream(js: JetStreamContext, config: StreamConfig) -> StreamInfo:
+    """Create a stream, trying again when the server fails to set up its storage.
+
+    A single server removes its account's streams directory once the
+    account's last stream is deleted; a create that lands at that moment fails
+    with "error creating store for stream" (its log: mkdir .../streams: no such
+    file or directory), about 1 in 400 such creates on nats-server 2.15. The
+    server drops the failed stream and what it had made of its directories, so
+    the next try starts afresh.
+    """
+    for attempt in range(1, STORE_ATTEMPTS):
+        try:
+            return await js.add_stream(config)
+        except jetstream_errors.ServerError as err:
+            if err.err_code != STREAM_STORE_FAILED:
+                raise
+        await asyncio.sleep(STORE_PAUSE * attempt)
+    return await js.add_stream(config)
 
 
 async def delete_owned_stream(js: JetStreamContext, name: str, ident: Identity, what: str) -> None:
@@ -625,7 +653,7 @@ class Stream(NatsKind):
                 sources=None, republish=None, subject_transform=None, **layout_fields(STREAM_LAYOUT),
             )
             if info is None:
-                return await session.js.add_stream(wanted)
+                return await add_stream(session.js, wanted)
             if stream_params(wanted) == stream_params(live) and wanted.metadata == live.metadata \
                     and stream_in_sync(live):
                 return info  # already converged: change nothing
@@ -988,7 +1016,7 @@ class Kv(NatsKind):
                 **layout_fields(KV_LAYOUT),
             )
             if info is None:
-                await session.js.add_stream(wanted)
+                await add_stream(session.js, wanted)
             elif kv_params(wanted) != kv_params(live) or wanted.metadata != live.metadata \
                     or not kv_in_sync(live, bucket):
                 await session.js.update_stream(wanted)
