@@ -19,7 +19,7 @@ from nats.js.errors import NotFoundError
 
 from providers.base import KindProvider
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.nats import API_TIMEOUT, STORE_ATTEMPTS, Consumer, Kv, Stream, run_private, subject_within
+from providers.nats import API_TIMEOUT, STORE_ATTEMPTS, Consumer, Kv, Stream, add_stream, run_private, subject_within
 from providers.nats import run as nats_run
 from tests.engines.conftest import props, stopped_answering
 
@@ -28,7 +28,10 @@ NATS_URL = "nats://127.0.0.1:24222"
 
 @pytest.fixture
 def js(admin) -> Callable[[Callable[[JetStreamContext], Awaitable[Any]]], Any]:
-    """Run one coroutine with an admin JetStream context: `js(lambda j: j.stream_info(name))`."""
+    """Run one coroutine with an admin JetStream context: `js(lambda j: j.stream_info(name))`.
+
+    A test's own streams go through the provider's add_stream, which tries again when a create meets the
+    server's removal of the account's streams directory (the previous test's cleanup may just have emptied it)."""
 
     def call(work):
         async def main():
@@ -192,7 +195,7 @@ def test_stream_copying_in_or_publishing_out_is_drift_and_removed(stream, owner,
     """Sources (another project's stream copied in) and republish (messages sent to its subjects)
     cross the project's boundary: read reports them, the next update takes them out."""
     other = f"{owner}x"
-    js(lambda j: j.add_stream(StreamConfig(name=other, subjects=[f"{other}.>"])))
+    js(lambda j: add_stream(j, StreamConfig(name=other, subjects=[f"{other}.>"])))
     try:
         inputs = checked(stream, props("nats", "events", "stream", owner, owner))
         outs = stream.create(inputs).outs
@@ -315,7 +318,7 @@ def test_stream_of_another_project_is_a_conflict(stream, owner, js):
 
 
 def test_foreign_stream_is_a_conflict_and_untouched(stream, owner, js):
-    js(lambda j: j.add_stream(StreamConfig(name=owner, subjects=[f"{owner}.>"])))
+    js(lambda j: add_stream(j, StreamConfig(name=owner, subjects=[f"{owner}.>"])))
     before = stream_config(js, owner)
     with pytest.raises(Conflict, match="devstack does not manage"):
         stream.create(checked(stream, props("nats", "events", "stream", owner, owner)))
@@ -486,7 +489,7 @@ def test_a_work_queue_takes_explicit_acks_only_as_validation_says(owner, js, ack
     stream, consumer = {"retention": "workqueue"}, {"stream": "orders", "ackPolicy": ack}
     assert Consumer.misfit("stream", consumer, "orders", stream, owner)[0] == "params.ackPolicy"
     assert Consumer.misfit("stream", {**consumer, "ackPolicy": "explicit"}, "orders", stream, owner) is None
-    js(lambda j: j.add_stream(name=owner, subjects=[f"{owner}.>"], retention="workqueue"))
+    js(lambda j: add_stream(j, StreamConfig(name=owner, subjects=[f"{owner}.>"], retention="workqueue")))
     with pytest.raises(nats.js.errors.APIError, match="explicit ack"):
         js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name="w", ack_policy=ack)))
 
@@ -498,7 +501,7 @@ def test_consumers_of_one_stream_clash_where_the_server_refuses_the_second(owner
     first, second = ({"stream": "orders", **({"filterSubject": s.format(o=owner)} if s else {})} for s in pair)
     declared = {("stream", "orders"): {"retention": retention}, ("consumer", "a"): first, ("consumer", "b"): second}
     clash = Consumer.clash("b", second, "a", first, owner, declared)
-    js(lambda j: j.add_stream(name=owner, subjects=[f"{owner}.>"], retention=retention))
+    js(lambda j: add_stream(j, StreamConfig(name=owner, subjects=[f"{owner}.>"], retention=retention)))
     js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name="a", filter_subject=first.get("filterSubject"))))
     try:
         js(lambda j: j.add_consumer(owner, ConsumerConfig(durable_name="b", filter_subject=second.get("filterSubject"))))
