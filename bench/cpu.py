@@ -19,10 +19,10 @@ from tools.engines.base import process_stat
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def engine_pids() -> list[int]:
-    """The local engines `tools.engines start` began and that still run."""
-    pids = (load(name).running_pid() for name in ENGINES)
-    return [pid for pid in pids if pid is not None]
+def engine_pids() -> dict[str, int]:
+    """The local engines `tools.engines start` began and that still run, by name."""
+    pids = {name: load(name).running_pid() for name in ENGINES}
+    return {name: pid for name, pid in pids.items() if pid is not None}
 
 
 def process_seconds(pid: int) -> float:
@@ -38,11 +38,12 @@ def _usage(who: int) -> float:
 
 class CpuMeter:
     """CPU-seconds spent while in use: `children` (processes run and waited for), `own` (this
-    process, the direct baseline's threads), `engines`."""
+    process, the direct baseline's threads), `engines` and each engine's share, `by_engine`."""
 
     def __init__(self) -> None:
         self.children = self.own = self.engines = 0.0
-        self._pids: list[int] = []
+        self.by_engine: dict[str, float] = {}
+        self._pids: dict[str, int] = {}
 
     def __enter__(self) -> "CpuMeter":
         self._pids = engine_pids()
@@ -53,7 +54,8 @@ class CpuMeter:
         children, own, engines = self._start
         self.children = _usage(resource.RUSAGE_CHILDREN) - children
         self.own = _usage(resource.RUSAGE_SELF) - own
-        self.engines = self._engine_seconds() - engines
+        self.by_engine = {name: seconds - engines[name] for name, seconds in self._engine_seconds().items()}
+        self.engines = sum(self.by_engine.values())
 
-    def _engine_seconds(self) -> float:
-        return sum(process_seconds(pid) for pid in self._pids)
+    def _engine_seconds(self) -> dict[str, float]:
+        return {name: process_seconds(pid) for name, pid in self._pids.items()}

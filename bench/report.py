@@ -145,6 +145,24 @@ def cpu_table(report: dict[str, Any]) -> list[str]:
     return lines if len(lines) > 4 else []
 
 
+def engine_cpu_table(report: dict[str, Any]) -> list[str]:
+    """Each engine's CPU-seconds in B1 at the largest N (medians): devstack's `up` beside the same operations
+    done directly; the no-op floor calls no engine, so its column is what the engines spend idle meanwhile."""
+    n = max(report["b1"], key=int)
+    cpu_runs = report["b1"][n].get("cpu", {})
+    columns = (("ours", "devstack `up`"), ("direct", "(a) direct"), ("noop", "(b) no-op `up` (idle)"))
+    names = sorted({name for key, _ in columns for run in cpu_runs.get(key, []) for name in run.get("by_engine", {})})
+    if not names:
+        return []
+    lines = [f"Each engine's CPU-seconds at N={n} (median):", "",
+             "| engine | " + " | ".join(label for _, label in columns) + " |", "|---|" + "---:|" * len(columns)]
+    for name in names:
+        cells = [median([run["by_engine"][name] for run in cpu_runs.get(key, []) if name in run.get("by_engine", {})])
+                 for key, _ in columns]
+        lines.append(f"| {name} | " + " | ".join("-" if cell is None else f"{cell:.2f}" for cell in cells) + " |")
+    return lines
+
+
 def table(report: dict[str, Any]) -> str:
     m = report["machine"]
     head = [f"devstack benchmark, {report['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, "
@@ -165,5 +183,5 @@ def table(report: dict[str, Any]) -> str:
         tail.append(f"providers and components measured from {report['providers_from']}")
     if report.get("env"):
         tail.append(f"extra environment of every pulumi run: {' '.join(report['env'])}")
-    return "\n".join(head + b1_table(report) + [""] + b2_table(report) + [""] + cpu_table(report) + [""] + b4 + [""]
-                     + checks + [""] + tail)
+    return "\n".join(head + b1_table(report) + [""] + b2_table(report) + [""] + cpu_table(report) + [""]
+                     + engine_cpu_table(report) + [""] + b4 + [""] + checks + [""] + tail)

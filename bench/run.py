@@ -79,8 +79,8 @@ class Runner:
         self.args, self.shared, self.admin = args, wl.local_shared(), admin_credentials()
         self.results: dict[str, Any] = {"b1": {}, "b4": {}, "leftovers": {}, "load": []}
         self.prefixes: list[str] = []
-        #: CPU-seconds of the last timed step: "client" (what it ran) and "engines".
-        self.last_cpu: dict[str, float] = {}
+        #: CPU-seconds of the last timed step: "client" (what it ran), "engines" and "by_engine".
+        self.last_cpu: dict[str, Any] = {}
 
     def timed(self, what: str, action: Callable[[], Any], rss: str | None = None) -> tuple[float, Any]:
         """Run `action` under the watchdog; seconds and result. With `rss`, record the provider's peak RSS."""
@@ -90,7 +90,8 @@ class Runner:
             start = time.monotonic()
             outcome = action()
             seconds = time.monotonic() - start
-        self.last_cpu = {"client": round(meter.children + meter.own, 2), "engines": round(meter.engines, 2)}
+        self.last_cpu = {"client": round(meter.children + meter.own, 2), "engines": round(meter.engines, 2),
+                         "by_engine": {name: round(seconds, 2) for name, seconds in meter.by_engine.items()}}
         if rss:
             self.results["b4"][rss] = max(self.results["b4"].get(rss, 0), sampler.peak)
         progress(f"{what}: {seconds:.1f}s" + (f", provider peak {sampler.peak / 2**20:.0f} MB" if rss else ""))
@@ -110,7 +111,7 @@ class Runner:
         workload = wl.Workload(wl.new_prefix(), n)
         self.prefixes.append(workload.prefix)
         runs: dict[str, list[float]] = {"direct": [], "noop": [], "ours": []}
-        cpu_runs: dict[str, list[dict[str, float]]] = {key: [] for key in runs}
+        cpu_runs: dict[str, list[dict[str, Any]]] = {key: [] for key in runs}
 
         def measured(key: str, seconds: float) -> None:
             runs[key].append(seconds)
@@ -179,7 +180,7 @@ class Runner:
             "refresh": (noop.refresh, lambda: _unchanged(ours.refresh())),
         }
         times: dict[str, dict[str, list[float]]] = {"noop": {}, "ours": {}}
-        cpu_used: dict[str, dict[str, list[dict[str, float]]]] = {"noop": {}, "ours": {}}
+        cpu_used: dict[str, dict[str, list[dict[str, Any]]]] = {"noop": {}, "ours": {}}
         for step, (floor_action, our_action) in steps.items():
             what = f"{step}, no change" if step != "refresh" else step
             for i in range(self.args.repeat):

@@ -8,7 +8,7 @@ import sys
 import time
 
 from bench import cpu
-from bench.report import targets
+from bench.report import engine_cpu_table, targets
 
 BURN = 0.3  # CPU-seconds
 
@@ -49,3 +49,17 @@ def test_each_time_target_names_the_least_ratio_its_cpu_seconds_allow():
     assert f"CPU bound {least:.2f} x" in found["B1 N=300"]["detail"]
     assert f"CPU bound {3.2 / cores / 2.0:.2f} x" in found["B2 preview"]["detail"]
     assert "CPU bound" not in found["B2 up"]["detail"]  # no CPU measured for it: no bound claimed
+
+
+def test_each_engine_is_metered_apart_and_reported_at_the_largest_size():
+    with cpu.CpuMeter() as meter:
+        pass
+    assert set(meter.by_engine) == set(cpu.engine_pids())
+    assert meter.engines == sum(meter.by_engine.values())
+    runs = lambda *seconds: [{"client": 1.0, "engines": s, "by_engine": {"postgres": s, "kafka": 2 * s}} for s in seconds]
+    report = {"b1": {"30": {"cpu": {"ours": runs(9.0)}},
+                     "300": {"cpu": {"ours": runs(1.0, 4.0, 2.0), "direct": runs(0.5), "noop": runs(0.25)}}}}
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in engine_cpu_table(report)
+             if line.startswith("| ")]
+    assert cells[0][0] == "engine" and "N=300" in engine_cpu_table(report)[0]
+    assert cells[1:] == [["kafka", "4.00", "1.00", "0.50"], ["postgres", "2.00", "0.50", "0.25"]]
