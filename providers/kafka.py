@@ -192,7 +192,8 @@ class MarkerView:
     Each call asks the broker for the partition's high watermark and reads only
     the records between what it has seen and that mark, so it sees every marker
     written before the call (by any process) and costs two small round trips
-    (the registry's metadata, its watermark) when nothing changed. A consumer is not thread-safe: calls are serialized.
+    (the registry's metadata, its watermark) when nothing changed, and nothing
+    between calls. A consumer is not thread-safe: calls are serialized.
     """
 
     def __init__(self, instance: SharedInstance) -> None:
@@ -218,20 +219,26 @@ class MarkerView:
                 self._reset()
                 consumer = self._open()
             if self._next < high:
-                self._read_until(consumer, high)
+                # Assigned only while it reads: an assigned consumer fetches on its own, a request
+                # per fetch.wait.max.ms while nothing is new, which cost the broker about 0.14
+                # CPU-seconds per second for as long as the provider ran. (Paused instead, it took
+                # a second to fetch again after resume.) assign() reads without joining the group:
+                # nothing is committed, nobody rebalances. An explicit offset, not OFFSET_BEGINNING:
+                # the latter costs a ~0.5s offset lookup; compaction keeps the log start at 0, and
+                # "earliest" covers it if it ever moves.
+                consumer.assign([TopicPartition(MARKER_TOPIC, 0, self._next)])
+                try:
+                    self._read_until(consumer, high)
+                finally:
+                    consumer.unassign()
             return dict(self._markers)
 
     def _open(self) -> Consumer:
-        consumer = Consumer({
+        self._consumer = Consumer({
             **client_settings(self._instance), "group.id": "devstack-provider", "enable.auto.commit": False,
             "enable.partition.eof": True, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
         })
-        # assign() reads without joining the group: nothing is committed, nobody rebalances.
-        # An explicit offset, not OFFSET_BEGINNING: the latter costs a ~0.5s offset lookup;
-        # compaction keeps the log start at 0, and "earliest" covers it if it ever moves.
-        consumer.assign([TopicPartition(MARKER_TOPIC, 0, self._next)])
-        self._consumer = consumer
-        return consumer
+        return self._consumer
 
     def _reset(self) -> None:
         if self._consumer is not None:
