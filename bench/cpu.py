@@ -4,8 +4,8 @@ A step that needs C CPU-seconds cannot take less than C / cores of wall time, ho
 well its parts overlap; the report sets that bound beside each time target. The
 client side is what the step ran: the `pulumi` processes (with the program and the
 provider they start and wait for) or, for the direct baseline, this process's own
-threads. The engine side is the local engines' processes, their finished children
-included (PostgreSQL's backends, one per session).
+threads. The engine side is the local engines' processes with every process below them,
+running or finished (PostgreSQL's backends, one per session).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import resource
 
+from bench.memory import descendants
 from tools.engines import ENGINES, load
 from tools.engines.base import process_stat
 
@@ -29,6 +30,13 @@ def process_seconds(pid: int) -> float:
     """User and system time of `pid` and of its children it has waited for; 0 once it is gone."""
     fields = process_stat(pid)
     return sum(int(value) for value in fields[11:15]) / TICKS if fields else 0.0  # utime stime cutime cstime
+
+
+def tree_seconds(pid: int) -> float:
+    """process_seconds of `pid` and of every live process below it. A child's time reaches its
+    parent's only once the parent has waited for it: a PostgreSQL backend whose session has just
+    closed is often still exiting when a step ends."""
+    return sum(process_seconds(each) for each in (pid, *descendants(pid)))
 
 
 def _usage(who: int) -> float:
@@ -58,4 +66,4 @@ class CpuMeter:
         self.engines = sum(self.by_engine.values())
 
     def _engine_seconds(self) -> dict[str, float]:
-        return {name: process_seconds(pid) for name, pid in self._pids.items()}
+        return {name: tree_seconds(pid) for name, pid in self._pids.items()}

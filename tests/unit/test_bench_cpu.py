@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 
-from bench import cpu
+from bench import cpu, memory
 from bench.report import engine_cpu_table, targets
 
 BURN = 0.3  # CPU-seconds
@@ -63,3 +64,24 @@ def test_each_engine_is_metered_apart_and_reported_at_the_largest_size():
              if line.startswith("| ")]
     assert cells[0][0] == "engine" and "N=300" in engine_cpu_table(report)[0]
     assert cells[1:] == [["kafka", "4.00", "1.00", "0.50"], ["postgres", "2.00", "0.50", "0.25"]]
+
+
+def test_an_engines_cpu_counts_a_child_it_has_not_waited_for():
+    """PostgreSQL's backend of a session that just closed: its time reaches the engine's own figures
+    only once the postmaster reaps it, often after the step has ended."""
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+        f"while time.process_time() - t < {BURN}: pass\\ntime.sleep(30)'])\n"
+        "print(child.pid, flush=True)\ntime.sleep(30)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        deadline = time.monotonic() + 20
+        while cpu.process_seconds(child) < BURN * 0.9 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cpu.tree_seconds(parent.pid) - cpu.process_seconds(parent.pid) >= BURN * 0.9
+    finally:
+        for process in memory.descendants(parent.pid):
+            os.kill(process, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
