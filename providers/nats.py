@@ -352,6 +352,8 @@ async def _clustered(session: Session) -> bool:
 _SPEC_ERRORS = {
     10065: "its subjects overlap those of another stream; give each stream its own subjects under the project's prefix",
     10074: "replicas > 1 needs a clustered server; this one is a single server",
+    10047: "params.maxBytes is more than the server's file storage holds: lower it, or leave it unset (unlimited)",
+    10028: "params.maxBytes is more than the server's memory holds: lower it, or use storage: file",
 }
 
 

@@ -895,3 +895,18 @@ def test_purge_never_drops_a_stream_relabelled_for_another_project(stream, owner
 def test_memory_storage_stream(stream, owner, js):
     stream.create(checked(stream, props("nats", "events", "stream", owner, owner, {"storage": "memory"})))
     assert stream_config(js, owner).storage == StorageType.MEMORY
+
+
+@pytest.mark.parametrize("kind", [Stream, Kv])
+@pytest.mark.parametrize("storage, resource, room", [("file", "storage", "file storage"), ("memory", "memory", "memory")])
+def test_a_size_beyond_the_servers_room_names_max_bytes_and_makes_nothing(configure, owner, js, kind, storage,
+                                                                          resource, room):
+    """The server reserves maxBytes when it makes the stream and refuses more than it has ("insufficient
+    storage resources available"); the refusal had named no field."""
+    provider = configure(kind())
+    inputs = checked(provider, props("nats", "events", provider.kind, owner, owner,
+                                     {"storage": storage, "maxBytes": 10**15}))
+    with pytest.raises(InvalidSpec, match=rf"the server refused: insufficient {resource} resources available "
+                                          rf"\(params\.maxBytes is more than the server's {room} holds"):
+        provider.create(inputs)
+    assert stream_config(js, owner) is None and stream_config(js, f"KV_{owner}") is None
