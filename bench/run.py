@@ -91,7 +91,7 @@ class Runner:
             outcome = action()
             seconds = time.monotonic() - start
         self.last_cpu = {"client": round(meter.children + meter.own, 2), "engines": round(meter.engines, 2),
-                         "by_engine": {name: round(seconds, 2) for name, seconds in meter.by_engine.items()}}
+                         "by_engine": {name: round(used, 2) for name, used in meter.by_engine.items()}}
         if rss:
             self.results["b4"][rss] = max(self.results["b4"].get(rss, 0), sampler.peak)
         progress(f"{what}: {seconds:.1f}s" + (f", provider peak {sampler.peak / 2**20:.0f} MB" if rss else ""))
