@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import resource
 
-from bench.memory import descendants
+from bench.memory import descendants, process_tree
 from tools.engines import ENGINES, load
 from tools.engines.base import process_stat
 
@@ -32,11 +32,11 @@ def process_seconds(pid: int) -> float:
     return sum(int(value) for value in fields[11:15]) / TICKS if fields else 0.0  # utime stime cutime cstime
 
 
-def tree_seconds(pid: int) -> float:
-    """process_seconds of `pid` and of every live process below it. A child's time reaches its
-    parent's only once the parent has waited for it: a PostgreSQL backend whose session has just
-    closed is often still exiting when a step ends."""
-    return sum(process_seconds(each) for each in (pid, *descendants(pid)))
+def tree_seconds(pid: int, tree: dict[int, list[int]] | None = None) -> float:
+    """process_seconds of `pid` and of every live process below it (in `tree`, if given). A child's
+    time reaches its parent's only once the parent has waited for it: a PostgreSQL backend whose
+    session has just closed is often still exiting when a step ends."""
+    return sum(process_seconds(each) for each in (pid, *descendants(pid, tree)))
 
 
 def _usage(who: int) -> float:
@@ -66,4 +66,5 @@ class CpuMeter:
         self.engines = sum(self.by_engine.values())
 
     def _engine_seconds(self) -> dict[str, float]:
-        return {name: tree_seconds(pid) for name, pid in self._pids.items()}
+        tree = process_tree()  # one walk of /proc for all engines
+        return {name: tree_seconds(pid, tree) for name, pid in self._pids.items()}

@@ -17,7 +17,7 @@ from tools.engines.base import process_stat
 MARKERS = (b"tools.provider_server", b"pulumi.dynamic")
 
 
-def _children() -> dict[int, list[int]]:
+def process_tree() -> dict[int, list[int]]:
     """parent pid -> child pids, for every process visible in /proc."""
     tree: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -28,8 +28,9 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def descendants(root: int) -> list[int]:
-    tree, found, todo = _children(), [], [root]
+def descendants(root: int, tree: dict[int, list[int]] | None = None) -> list[int]:
+    """Every process below `root`, in `tree` (a process_tree() already read) or in /proc as it is now."""
+    tree, found, todo = process_tree() if tree is None else tree, [], [root]
     while todo:
         for child in tree.get(todo.pop(), []):
             found.append(child)

@@ -227,9 +227,10 @@ def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options
 
 
 #: Admin sessions on `postgres` left by calls that ended cleanly, reset, by server, login and startup
-#: options, with the time each was left. A new session costs the server a backend (some 18 ms of its CPU on this project's
-#: machine) and the provider a SCRAM login, and a database's create alone makes two calls; a deployment's
-#: calls run on up to the provider's worker count of threads, so a few sessions serve them all.
+#: options, with the time each was left. A new session costs the server a backend (some 18 ms of its
+#: CPU on this project's machine) and the provider a SCRAM login, and a database's create alone makes
+#: two calls; a deployment's calls run on up to the provider's worker count of threads, so a few
+#: sessions serve them all.
 SessionKey = tuple[str, int, str, str, str, str]  # host, port, user, password, database, startup options
 _kept_sessions: dict[SessionKey, list[tuple[float, Any]]] = {}
 _kept_lock = threading.Lock()
