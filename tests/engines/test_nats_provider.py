@@ -383,14 +383,13 @@ def private_server() -> Iterator[Callable[..., tuple[int, Callable[[KindProvider
     login boss / pw-1, stopped at the end; `on_log` sees each line it logs as it logs it. Returns the port and
     `configured_kind(provider)`: the provider configured with that server as its instance `events`."""
     from tests.conftest import configured
+    from tests.devstack_imperative.conftest import closed_port
     from tools.engines.nats import _binary
 
     servers: list[subprocess.Popen] = []
 
     def start(*flags: str, on_log: Callable[[str], None] = lambda line: None):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = closed_port()
         server = subprocess.Popen([_binary(), "-a", "127.0.0.1", "-p", str(port), "--user", PRIVATE_USER,
                                    "--pass", PRIVATE_PASSWORD, *flags],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
