@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from pulumi import automation as auto
 from bench import cpu, direct, memory, stacks, sweep
 from bench import workload as wl
 from bench.report import median, targets, table
+from tools.engines.base import closed_port
 from tools.pulumi_env import let_plugins_see_sigint
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -201,7 +201,7 @@ class Runner:
         plans an update of every resource (their `host` and `port` outputs follow the config), and nothing
         else; it is not applied."""
         files = [f"{p}/devstack.yaml" for p in workload.projects]
-        dead = {name: {**inst, "port": _closed_port()} for name, inst in self.shared.items()}
+        dead = {name: {**inst, "port": closed_port()} for name, inst in self.shared.items()}
         stacks.configure(stack, files, self.admin, dead)
         try:
             self.timed(f"N={workload.size} preview, engines unreachable", lambda: _only_updates(stack.preview()))
@@ -277,13 +277,6 @@ def _only_updates(result: Any) -> Any:
     if set(counts) - {"same", "update"}:
         raise RuntimeError(f"expected updates of addresses only, got {counts}")
     return result
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then closed: connections are refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def machine() -> dict[str, Any]:

@@ -261,7 +261,7 @@ def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(san
                                                                              validator):
     """Another run holds the stack's lock: rm and destroy --purge-data refuse before any drop (the ledger
     edit after them would fail). An engine down half-way: the JSON report lists the drops before it."""
-    from tests.devstack_imperative.conftest import closed_port
+    from tools.engines.base import closed_port
 
     a, _ = names
     stack = configure_stack(sandbox, "half", local_shared, admin, [project_a(sandbox, a)])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,13 +63,6 @@ def shared_config(admin, ports: dict[str, int] | None = None) -> dict:
                    "adminUser": admin[engine].user, "adminSecret": f"{instance}Admin"}
         for engine, instance in INSTANCES.items()
     }
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

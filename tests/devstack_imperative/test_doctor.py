@@ -15,7 +15,8 @@ import pytest
 from devstack import doctor
 from devstack.errors import EngineError
 from providers import registry
-from tests.devstack_imperative.conftest import INSTANCES, closed_port, project_text, shared_config
+from tests.devstack_imperative.conftest import INSTANCES, project_text, shared_config
+from tools.engines.base import closed_port
 
 
 def config_for(admin, shared: dict, projects: list[str], passwords: dict[str, str] | None = None) -> dict:

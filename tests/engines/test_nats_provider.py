@@ -383,7 +383,7 @@ def private_server() -> Iterator[Callable[..., tuple[int, Callable[[KindProvider
     login boss / pw-1, stopped at the end; `on_log` sees each line it logs as it logs it. Returns the port and
     `configured_kind(provider)`: the provider configured with that server as its instance `events`."""
     from tests.conftest import configured
-    from tests.devstack_imperative.conftest import closed_port
+    from tools.engines.base import closed_port
     from tools.engines.nats import _binary
 
     servers: list[subprocess.Popen] = []

@@ -146,7 +146,7 @@ def test_a_recover_whose_refresh_fails_says_what_it_did_and_converges_on_a_rerun
         project_dir, offline_env, pulumi_command, admin, shared, prefix, validator):
     """Redis is down when the recovery refreshes: the error names it, the report carries the metadata
     already repaired (so `--json` still tells a script), and a rerun once it is back finishes the job."""
-    from tests.devstack_imperative.conftest import closed_port
+    from tools.engines.base import closed_port
 
     stack = new_stack(project_dir, offline_env, pulumi_command)
     files = [write_project(project_dir, f"{prefix}-r", every_engine())]

@@ -348,6 +348,13 @@ def port_free(port: int, host: str = HOST) -> bool:
     return True
 
 
+def closed_port(host: str = HOST) -> int:
+    """A port on host that nothing listens on (bound, then released: connections are refused)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
 # Loopback health checks must never go through an http_proxy from the environment.
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
