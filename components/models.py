@@ -15,6 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from providers.instances import SharedInstance
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: How spec 27 names a shared instance in devstack.yaml: `workspace.shared.<instance>`.
+SHARED_PREFIX = "workspace.shared."
+
+
+def instance_name(uses: str) -> str:
+    """The instance a `uses:` or `from:` names: `workspace.shared.pg` and the bare `pg` are both `pg`."""
+    return uses.removeprefix(SHARED_PREFIX)
+
+
+def shared_ref(instance: str) -> str:
+    """The spec's form of an instance name, as the verbs write it into devstack.yaml."""
+    return f"{SHARED_PREFIX}{instance}"
 
 
 class Strict(BaseModel):
