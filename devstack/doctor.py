@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from components.models import WorkspaceConfig
+from components.models import WorkspaceConfig, instance_name
 from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack.errors import DevstackError
@@ -548,7 +548,7 @@ def _declarations(raw: dict[str, Any], root: Path, stack: str, config_is_set: Ca
             continue  # reported by validate below
         for item in (data or {}).get("resources") or [] if isinstance(data, dict) else []:
             if isinstance(item, dict) and isinstance(item.get("uses"), str):
-                declared.setdefault(item["uses"], []).append(str(item.get("kind")))
+                declared.setdefault(instance_name(item["uses"]), []).append(str(item.get("kind")))
     try:
         validate(raw, root, None, stack_config_file(root, short_stack_name(stack)), config_is_set=config_is_set,
                  config_is_secret=config_is_secret)

@@ -51,7 +51,7 @@ from pulumi import automation as auto
 from pydantic import ValidationError
 
 from components import templates
-from components.models import WorkspaceConfig
+from components.models import WorkspaceConfig, shared_ref
 from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable, refuse_special_file, stack_config_file, unreadable_reason
 from devstack import cli, ledger, yamledit
@@ -479,7 +479,7 @@ class Outcome:
 
 def declaration(target: Target, params: dict[str, Any], credentials: str | None) -> dict[str, Any]:
     """The `resources:` entry for `target`, in the order the README writes them."""
-    entry: dict[str, Any] = {"uses": target.instance.name, "kind": target.kind}
+    entry: dict[str, Any] = {"uses": shared_ref(target.instance.name), "kind": target.kind}
     if target.explicit_name:
         entry["name"] = target.name
     if params:

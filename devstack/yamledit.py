@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from components.models import instance_name
+
 KEY = "resources"
 
 
@@ -38,13 +40,17 @@ FLOW_LIST = "`resources` is a flow list ([...]); write it as a block list (one `
 
 
 def matching_entries(data: Any, uses: str, kind: str, name: str) -> list[int]:
-    """Indexes of `resources:` entries declaring `uses`/`kind`/`name` (name defaults to the project)."""
+    """Indexes of `resources:` entries declaring `uses`/`kind`/`name` (name defaults to the project).
+
+    `uses: pg` and `uses: workspace.shared.pg` name the same instance: either matches either.
+    """
     if not isinstance(data, dict) or not isinstance(data.get(KEY), list):
         return []
     project = data.get("name")
     return [
         i for i, item in enumerate(data[KEY])
-        if isinstance(item, dict) and item.get("uses") == uses and item.get("kind") == kind
+        if isinstance(item, dict) and isinstance(item.get("uses"), str)
+        and instance_name(item["uses"]) == instance_name(uses) and item.get("kind") == kind
         and (item.get("name") or project) == name
     ]
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
+from components.models import instance_name
 from devstack import cli, yamledit
 from providers import registry
 from providers.identity import Identity
@@ -137,7 +138,7 @@ def _purge_everything(scratch: Scratch) -> None:
     data = yaml.safe_load(text)
     for index in reversed(range(len(data.get("resources") or []))):
         entry = data["resources"][index]
-        key = f"{entry['uses']}/{entry['kind']}/{entry.get('name') or scratch.project}"
+        key = f"{instance_name(entry['uses'])}/{entry['kind']}/{entry.get('name') or scratch.project}"
         text = yamledit.set_entry_field(text, index, "purge", True) if key in held else yamledit.remove_entry(text, index)
     scratch.file.write_text(text)
     scratch.stack.up()

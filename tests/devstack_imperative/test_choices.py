@@ -89,10 +89,10 @@ def test_targets_bring_missing_ancestors_and_drop_dependents(ws):
 
 def test_declaration_omits_defaults(ws):
     own = imperative.resolve(ws, ("minio",), "bucket", None, project="shop")
-    assert (own.name, imperative.declaration(own, {}, None)) == ("shop", {"uses": "objects", "kind": "bucket"})
+    assert (own.name, imperative.declaration(own, {}, None)) == ("shop", {"uses": "workspace.shared.objects", "kind": "bucket"})
     named = imperative.resolve(ws, ("minio",), "bucket", "media", project="shop")
     assert imperative.declaration(named, {"versioning": True}, "generated") == {
-        "uses": "objects", "kind": "bucket", "name": "media", "params": {"versioning": True}, "credentials": "generated"}
+        "uses": "workspace.shared.objects", "kind": "bucket", "name": "media", "params": {"versioning": True}, "credentials": "generated"}
 
 
 def test_check_reports_preview_messages_and_writes_nothing(ws, tmp_path):

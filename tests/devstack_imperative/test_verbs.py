@@ -39,7 +39,7 @@ def fresh_name() -> str:
 
 def entry_text(name: str | None, instance: str, kind: str, params: dict | None = None) -> str:
     """The lines the verb appends, in the file's own indentation."""
-    lines = f"  - uses: {instance}\n    kind: {kind}\n" + (f"    name: {name}\n" if name else "")
+    lines = f"  - uses: workspace.shared.{instance}\n    kind: {kind}\n" + (f"    name: {name}\n" if name else "")
     if params:
         lines += "    params: {" + ", ".join(f"{k}: {yaml.safe_dump(v).splitlines()[0]}" for k, v in params.items()) + "}\n"
     return lines

@@ -147,3 +147,14 @@ def test_matching_entries_default_the_name_to_the_project():
     assert matching_entries(data, "pg", "database", "shop") == [0]
     assert matching_entries(data, "pg", "user", "reporter") == [1]
     assert matching_entries(data, "pg", "user", "shop") == []
+
+
+@pytest.mark.parametrize("written, asked", [
+    ("pg", "pg"), ("pg", "workspace.shared.pg"), ("workspace.shared.pg", "pg"),
+    ("workspace.shared.pg", "workspace.shared.pg"),
+], ids=["bare-bare", "bare-spec", "spec-bare", "spec-spec"])
+def test_matching_entries_take_both_forms_of_an_instance(written, asked):
+    """spec 27 writes `uses: workspace.shared.pg`; the bare `pg` names the same instance."""
+    data = yaml.safe_load(SHOP.replace("  - uses: pg\n    kind: user", f"  - uses: {written}\n    kind: user"))
+    assert matching_entries(data, asked, "user", "reporter") == [1]
+    assert matching_entries(data, asked.replace("pg", "pgx"), "user", "reporter") == []
