@@ -44,23 +44,36 @@ class ResourceDecl(Strict):
     # Removing a declaration retains the resource and its data unless this is set.
     purge: StrictBool = False
 
+    @field_validator("uses")
+    @classmethod
+    def _instance(cls, value: str) -> str:
+        return instance_name(value)
+
     def key(self, project: str) -> str:
-        """`<uses>/<kind>/<name>`: the stable child name and output key."""
+        """`<instance>/<kind>/<name>`: the stable child name and output key."""
         return f"{self.uses}/{self.kind}/{self.name or project}"
 
 
 class EnvImport(Strict):
-    """Import attributes of one of the project's resources as env vars (secrets stay secret)."""
+    """Import attributes of one of the project's resources as env vars (secrets stay secret).
 
-    source: str = Field(alias="from", description="<instance>/<kind>[/<name>] of a resource of this project")
-    vars: dict[str, str]
+    `vars` maps each variable to an attribute, or lists the conventional variable names of the
+    engine's clients (`[PGPASSWORD]`), which the kind's template maps; validation turns a list
+    into the mapping, and `from:` into the resource's key.
+    """
+
+    source: str = Field(alias="from", description="workspace.shared.<instance>[/<kind>[/<name>]] of this project")
+    vars: dict[str, str] | list[str]
 
     @field_validator("vars")
     @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+    def _env_names(cls, value: dict[str, str] | list[str]) -> dict[str, str] | list[str]:
         bad = [name for name in value if not ENV_NAME.fullmatch(name)]
         if bad:
             raise ValueError(f"env var names must match [A-Za-z_][A-Za-z0-9_]*: {', '.join(map(repr, bad))}")
+        if isinstance(value, list) and len(set(value)) < len(value):
+            twice = sorted({name for name in value if value.count(name) > 1})
+            raise ValueError(f"lists {', '.join(twice)} twice (keep one)")
         return value
 
 
@@ -75,13 +88,25 @@ class ServiceEnv(BaseModel):
         return dict(self.model_extra or {})
 
 
-class ServiceDecl(Strict):
+class ServiceDecl(BaseModel):
+    """A service as far as this program reads it: the rest of devstack owns its other fields
+    (`template`, `image`, `ports` ...), which are accepted and left alone."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
     uses: list[str] = Field(default_factory=list)
     env: ServiceEnv = Field(default_factory=ServiceEnv)
 
+    @field_validator("uses")
+    @classmethod
+    def _instances(cls, value: list[str]) -> list[str]:
+        return [instance_name(uses) for uses in value]
 
-class ProjectFile(Strict):
-    """A project's devstack.yaml."""
+
+class ProjectFile(BaseModel):
+    """A project's devstack.yaml: the fields this program owns; other top-level keys are devstack's."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     api_version: Literal["devstack/v1"] = Field(alias="apiVersion")
     kind: Literal["Project"]

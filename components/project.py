@@ -13,8 +13,8 @@ import pulumi
 from pulumi.dynamic import Resource
 
 from components import templates
-from components.models import ProjectFile, ResourceDecl, WorkspaceConfig
-from components.validation import REF, REF_TARGET, resolve_source
+from components.models import ProjectFile, ResourceDecl, WorkspaceConfig, instance_name
+from components.validation import REF, REF_TARGET, ref_resource, resolve_source
 from providers import registry
 from providers.base import KindProvider
 
@@ -132,7 +132,7 @@ class Project(pulumi.ComponentResource):
         return outputs
 
     def _service_env(self, service, created: dict[str, Resource]) -> dict[str, Any]:
-        env: dict[str, Any] = {var: _resolve_refs(value, self._ws) for var, value in service.env.plain().items()}
+        env: dict[str, Any] = {var: self._resolve_refs(value, created) for var, value in service.env.plain().items()}
         for item in service.env.imports:
             decl = resolve_source(item.source, self._file.resources, self._file.name)
             outputs = self._resource_outputs(decl, created[decl.key(self._file.name)])
@@ -140,13 +140,24 @@ class Project(pulumi.ComponentResource):
                 env[var] = outputs[attribute]
         return env
 
+    def _resolve_refs(self, value: Any, created: dict[str, Resource]) -> Any:
+        """`value` with each `${ref:workspace.shared.<source>.<attr>}` replaced: an instance's attribute as
+        text, a resource's (the project's own, non-secret) as the output it is."""
+        pieces: list[Any] = []
+        position, text = 0, str(value)
+        for match in REF.finditer(text):
+            pieces += [text[position:match.start()], self._ref_value(match.group(1), created)]
+            position = match.end()
+        pieces.append(text[position:])
+        if all(isinstance(piece, str) for piece in pieces):
+            return "".join(pieces)
+        return pulumi.Output.concat(*pieces)
 
-def _resolve_refs(value: Any, workspace: WorkspaceConfig) -> str:
-    """Replace each `${ref:workspace.shared.<instance>.<attr>}` with the instance's value."""
-
-    def substitute(match) -> str:
-        name, attribute = REF_TARGET.fullmatch(match.group(1)).groups()
-        instance = workspace.shared[name]
-        return templates.instance_attributes(instance.engine, instance)[attribute]
-
-    return REF.sub(substitute, str(value))
+    def _ref_value(self, ref: str, created: dict[str, Resource]) -> Any:
+        source, attribute = REF_TARGET.fullmatch(ref).groups()
+        instance = self._ws.shared[instance_name(source.split("/")[0])]
+        known = templates.instance_attributes(instance.engine, instance)
+        if attribute in known and "/" not in source:
+            return known[attribute]
+        decl, _ = ref_resource(source, attribute, self._file.resources, self._file.name, self._ws)
+        return self._resource_outputs(decl, created[decl.key(self._file.name)])[attribute]

@@ -1,8 +1,9 @@
 """Per-engine templates: what an engine provides and what each kind exports.
 
 templates/<engine>.yaml lists, per kind, exports composed with Jinja2 from
-the provider's attributes (a DSN, an endpoint URL, a bootstrap string), and
-the attributes `${ref:workspace.shared.<instance>.<attr>}` may read of an
+the provider's attributes (a DSN, an endpoint URL, a bootstrap string), the
+conventional variable names of the engine's clients and what each holds
+(PGPASSWORD: password), and the attributes `${ref:workspace.shared.<instance>.<attr>}` may read of an
 instance. An export that uses a secret attribute is secret itself. Adding an
 export is a template change; adding an engine is a template plus a provider.
 """
@@ -56,6 +57,8 @@ class KindTemplate:
     attributes: tuple[str, ...]
     secret_attributes: frozenset[str]
     exports: dict[str, Export]
+    #: Conventional client variable -> the attribute or export it holds (`vars: [PGPASSWORD]`).
+    vars: dict[str, str]
 
     def names(self) -> tuple[str, ...]:
         """Everything a service may import: provider attributes, then exports."""
@@ -92,14 +95,18 @@ def engine_template(engine: str) -> EngineTemplate:
     raw = yaml.safe_load((TEMPLATES_DIR / f"{engine}.yaml").read_text(encoding="utf-8"))
     kinds = {}
     for kind, provider in registry.kinds(engine).items():
-        exports = (raw.get("kinds", {}).get(kind) or {}).get("exports") or {}
+        raw_kind = raw.get("kinds", {}).get(kind) or {}
         kinds[kind] = KindTemplate(
             engine=engine,
             kind=kind,
             attributes=tuple(provider.attributes),
             secret_attributes=frozenset(provider.secret_outputs) | (SECRET_ATTRIBUTES & set(provider.attributes)),
-            exports={name: _export(name, source) for name, source in exports.items()},
+            exports={name: _export(name, source) for name, source in (raw_kind.get("exports") or {}).items()},
+            vars=dict(raw_kind.get("vars") or {}),
         )
+        unknown = {var: name for var, name in kinds[kind].vars.items() if name not in kinds[kind].names()}
+        if unknown:
+            raise ValueError(f"templates/{engine}.yaml: kinds.{kind}.vars names no attribute or export: {unknown}")
     instance = {name: _export(name, source) for name, source in (raw.get("instance") or {}).items()}
     return EngineTemplate(engine=engine, provides=raw.get("provides", ""), instance=instance, kinds=kinds)
 

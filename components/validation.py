@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from components import templates
-from components.models import EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig
+from components.models import ENV_NAME, EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig, instance_name
 from components.yamlfile import SPECIAL_FILE, FieldPath, YamlFile, format_path, load_yaml, not_a_regular_file
 from providers import registry
 from providers.base import server_address
@@ -26,7 +26,8 @@ from providers.instances import SharedInstance
 
 PROJECT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 REF = re.compile(r"\$\{ref:([^}]*)\}")
-REF_TARGET = re.compile(r"workspace\.shared\.([^.]+)\.([^.]+)")
+#: `<instance>` or `<instance>/<kind>[/<name>]` (a name may hold dots), then the attribute.
+REF_TARGET = re.compile(r"workspace\.shared\.([^.]+(?:/.+)?)\.([^./]+)")
 #: A reference mistyped (`${REF:`, `${ ref:`): passed on as text, it would fail only when the service reads it.
 REF_LOOKALIKE = re.compile(r"\$\{\s*ref\s*:", re.IGNORECASE)
 SECRET_WORDS = ("password", "secret", "token")
@@ -461,59 +462,116 @@ def _services(data: dict, decls, broken: list[Any], owner: str, workspace: Works
                 report.add(at + ("uses", j), f"names no shared instance of workspace {workspace.name!r}")
         set_by: dict[str, FieldPath] = {var: at + ("env", var) for var in service.env.plain()}
         for j, item in enumerate(service.env.imports):
+            listed = isinstance(item.vars, list)
+            wheres = {var: at + ("env", "import", j, "vars", index if listed else var)
+                      for index, var in enumerate(item.vars)}
             _check_import(at + ("env", "import", j), item, decls, broken, owner, workspace, report)
-            for var in item.vars:
-                where = at + ("env", "import", j, "vars", var)
+            for var, where in wheres.items():
                 if var in set_by:
                     # One would silently replace the other (a secret DSN by a plain user name, say).
                     report.add(where, f"{var} is set twice in this service's env (also at "
                                       f"{format_path(set_by[var])}; keep one)")
                 set_by.setdefault(var, where)
         for var, value in service.env.plain().items():
-            _check_plain(at + ("env", var), var, value, workspace, report)
+            _check_plain(at + ("env", var), var, value, [d for _, d in decls], owner, workspace, report)
         services[str(name)] = service
     return services
 
 
 def resolve_source(source: str, decls: list[ResourceDecl], owner: str) -> ResourceDecl | None:
-    """`<instance>/<kind>[/<name>]` → the project's declaration (name defaults to the project)."""
-    parts = source.split("/")
-    if len(parts) not in (2, 3):
-        return None
-    instance, kind = parts[0], parts[1]
-    name = parts[2] if len(parts) == 3 else owner
-    return next((d for d in decls if d.uses == instance and d.kind == kind and (d.name or owner) == name), None)
+    """The one declaration a `from:` names, or None."""
+    candidates = source_candidates(source, decls, owner)
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def source_candidates(source: str, decls: list[ResourceDecl], owner: str) -> list[ResourceDecl]:
+    """The project's declarations a `from:` names: `workspace.shared.<instance>` alone names every one
+    on that instance; `/<kind>[/<name>]` picks one (the name defaults to the project)."""
+    instance, *rest = source.split("/")
+    if len(rest) > 2:
+        return []
+    kind = rest[0] if rest else None
+    name = (rest[1] if len(rest) == 2 else owner) if rest else None
+    return [d for d in decls if d.uses == instance_name(instance)
+            and kind in (None, d.kind) and name in (None, d.name or owner)]
+
+
+def _kind_template(decl: ResourceDecl, workspace: WorkspaceConfig) -> templates.KindTemplate | None:
+    instance = workspace.shared.get(decl.uses)
+    if instance is None or instance.engine not in registry.engines() or decl.kind not in registry.kinds(instance.engine):
+        return None  # the resource entry itself is reported
+    return templates.engine_template(instance.engine).kinds[decl.kind]
+
+
+def _supplies(template: templates.KindTemplate | None, wanted: dict[str, str] | list[str]) -> bool:
+    """Whether a kind has every variable (a list) or attribute (a mapping) an import asks for."""
+    if template is None:
+        return False
+    if isinstance(wanted, list):
+        return all(var in template.vars for var in wanted)
+    return all(attribute in template.names() for attribute in wanted.values())
+
+
+def _choices(decls: list[ResourceDecl], owner: str) -> str:
+    return ", ".join(f"workspace.shared.{d.key(owner)}" for d in decls)
 
 
 def _check_import(at: FieldPath, item: EnvImport, decls, broken: list[Any], owner: str, workspace: WorkspaceConfig,
                   report: _Report) -> None:
-    decl = resolve_source(item.source, [d for _, d in decls], owner)
-    if decl is None and _names_a_broken_entry(item.source, broken, owner):
+    """Check one `env.import` item and, when it is sound, rewrite it to the form the Project reads: `from:`
+    the resource's key, `vars:` a mapping of variable to attribute."""
+    mine = [d for _, d in decls]
+    candidates = source_candidates(item.source, mine, owner)
+    if not candidates and _names_a_broken_entry(item.source, broken, owner):
         return  # the entry is there but invalid, and reported as such
-    if decl is None:
-        report.add(at + ("from",), f"{item.source!r} names no resource of this project "
-                                   f"(use <instance>/<kind>[/<name>] of an entry under resources)")
+    if not candidates:
+        report.add(at + ("from",), f"{item.source!r} names no resource of this project (use workspace.shared."
+                                   f"<instance> or <instance>/<kind>[/<name>] of an entry under resources)")
         return
-    instance = workspace.shared.get(decl.uses)
-    if instance is None or instance.engine not in registry.engines() or decl.kind not in registry.kinds(instance.engine):
-        return  # the resource entry itself is reported
-    template = templates.engine_template(instance.engine).kinds[decl.kind]
-    for var, attribute in item.vars.items():
-        if attribute not in template.names():
-            report.add(at + ("vars", var), f"{instance.engine} {decl.kind} has no attribute {attribute!r} "
-                                           f"(attributes: {', '.join(template.names())})")
+    if len(candidates) > 1:
+        fitting = [d for d in candidates if _supplies(_kind_template(d, workspace), item.vars)]
+        if len(fitting) != 1:
+            among = fitting or candidates
+            report.add(at + ("from",), f"{item.source!r} could be any of {len(among)} resources of this project "
+                                       f"({_choices(among, owner)}); name one of them")
+            return
+        candidates = fitting
+    decl, template = candidates[0], _kind_template(candidates[0], workspace)
+    if template is None:
+        return
+    engine = workspace.shared[decl.uses].engine
+    if isinstance(item.vars, list):
+        for index, var in enumerate(item.vars):
+            if var not in template.vars:
+                report.add(at + ("vars", index), f"{var} is not a variable devstack knows for a {engine} {decl.kind} "
+                                                 f"(known: {', '.join(template.vars) or 'none'}; or map it to an "
+                                                 f"attribute: {{{var}: <attribute>}})")
+        mapping = {var: template.vars.get(var, "") for var in item.vars}
+    else:
+        mapping = item.vars
+        for var, attribute in mapping.items():
+            if attribute not in template.names():
+                report.add(at + ("vars", var), f"{engine} {decl.kind} has no attribute {attribute!r} "
+                                               f"(attributes: {', '.join(template.names())})")
+    item.source, item.vars = decl.key(owner), mapping
 
 
 def _names_a_broken_entry(source: str, broken: list[Any], owner: str) -> bool:
-    parts = source.split("/")
-    wanted = (parts[0], parts[1], parts[2] if len(parts) == 3 else owner) if len(parts) in (2, 3) else None
-    return any(isinstance(raw, dict) and (raw.get("uses"), raw.get("kind"), raw.get("name") or owner) == wanted
-               for raw in broken)
+    """Whether `from:` names an entry that is there but invalid (and reported as such)."""
+    instance, *rest = source.split("/")
+    if len(rest) > 2:
+        return False
+    wanted = (instance_name(instance), *rest, owner)[: len(rest) + 1 if not rest else 3]
+    for raw in broken:
+        if isinstance(raw, dict) and isinstance(raw.get("uses"), str):
+            have = (instance_name(raw["uses"]), raw.get("kind"), raw.get("name") or owner)
+            if have[: len(wanted)] == wanted:
+                return True
+    return False
 
 
-def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig, report: _Report) -> None:
-    from components.models import ENV_NAME
-
+def _check_plain(at: FieldPath, var: str, value: Any, decls: list[ResourceDecl], owner: str,
+                 workspace: WorkspaceConfig, report: _Report) -> None:
     if not ENV_NAME.fullmatch(var):
         report.add(at, "env var names must match [A-Za-z_][A-Za-z0-9_]*")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -526,26 +584,57 @@ def _check_plain(at: FieldPath, var: str, value: Any, workspace: WorkspaceConfig
         report.add(at, f"{_shown(match.group())} is not a reference, and would reach the service as text (write "
                        "${ref:workspace.shared.<instance>.<attribute>}: lowercase, no spaces)")
     for ref in REF.findall(str(value)):
-        match, shown = REF_TARGET.fullmatch(ref), _cut(ref)
-        if not match:
-            report.add(at, f"${{ref:{shown}}} must read workspace.shared.<instance>.<attribute>")
-            continue
-        name, attribute = match.groups()
-        if any(word in attribute.lower() for word in SECRET_WORDS) or attribute in templates.SECRET_ATTRIBUTES:
-            report.add(at, f"${{ref:{shown}}} reads a secret attribute; secrets reach services only through "
-                           f"env.import of a resource, never inline")
-            continue
-        instance = workspace.shared.get(name)
-        if instance is None:
-            report.add(at, f"${{ref:{shown}}} names no shared instance of workspace {workspace.name!r}")
-        elif instance.engine in registry.engines():
-            known = templates.engine_template(instance.engine).instance
-            if attribute not in known:
-                report.add(at, f"${{ref:{shown}}}: instance {name!r} has no attribute {attribute!r} "
-                               f"(attributes: {', '.join(known)})")
-            elif templates.instance_attributes(instance.engine, instance)[attribute] == "":
-                report.add(at, f"${{ref:{shown}}}: instance {name!r} sets no {attribute} (set "
-                               f"shared.{name}.{attribute} in the stack config, or drop this variable)")
+        problem = _ref_problem(ref, decls, owner, workspace)
+        if problem:
+            report.add(at, problem)
+
+
+def _ref_problem(ref: str, decls: list[ResourceDecl], owner: str, workspace: WorkspaceConfig) -> str | None:
+    """What is wrong with `${ref:<ref>}`, if anything."""
+    match, shown = REF_TARGET.fullmatch(ref), _cut(ref)
+    if not match:
+        return f"${{ref:{shown}}} must read workspace.shared.<instance>.<attribute>"
+    source, attribute = match.groups()
+    if any(word in attribute.lower() for word in SECRET_WORDS) or attribute in templates.SECRET_ATTRIBUTES:
+        return (f"${{ref:{shown}}} reads a secret attribute; secrets reach services only through env.import of a "
+                f"resource, never inline")
+    name = instance_name(source.split("/")[0])
+    instance = workspace.shared.get(name)
+    if instance is None:
+        return f"${{ref:{shown}}} names no shared instance of workspace {workspace.name!r}"
+    if instance.engine not in registry.engines():
+        return None  # reported on the workspace
+    known = templates.engine_template(instance.engine).instance
+    if attribute in known and "/" not in source:
+        if templates.instance_attributes(instance.engine, instance)[attribute] == "":
+            return (f"${{ref:{shown}}}: instance {name!r} sets no {attribute} (set shared.{name}.{attribute} in the "
+                    f"stack config, or drop this variable)")
+        return None
+    found, readable = ref_resource(source, attribute, decls, owner, workspace)
+    if found is not None:
+        return None
+    if readable:
+        return (f"${{ref:{shown}}} could be any of {len(readable)} resources of this project "
+                f"({_choices(readable, owner)}); name one: ${{ref:workspace.shared.<instance>/<kind>/<name>.{attribute}}}")
+    secret = [d for d in source_candidates(source, decls, owner)
+              if (t := _kind_template(d, workspace)) is not None and attribute in t.names() and t.is_secret(attribute)]
+    if secret:
+        return (f"${{ref:{shown}}} reads a secret attribute of {_choices(secret, owner)}; secrets reach services only "
+                f"through env.import, never inline")
+    return (f"${{ref:{shown}}}: instance {name!r} has no attribute {attribute!r}, nor does a resource this project "
+            f"declares there (instance attributes: {', '.join(known)})")
+
+
+def ref_resource(source: str, attribute: str, decls: list[ResourceDecl], owner: str,
+                 workspace: WorkspaceConfig) -> tuple[ResourceDecl | None, list[ResourceDecl]]:
+    """The project's one declaration whose non-secret `attribute` a `${ref:workspace.shared.<source>.<attribute>}`
+    reads, and every one it could read (several: ambiguous, none: no such attribute)."""
+    readable = []
+    for decl in source_candidates(source, decls, owner):
+        template = _kind_template(decl, workspace)
+        if template is not None and attribute in template.names() and not template.is_secret(attribute):
+            readable.append(decl)
+    return (readable[0] if len(readable) == 1 else None), readable
 
 
 def _reach_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]], workspace: WorkspaceConfig) -> list[Problem]:

@@ -14,6 +14,7 @@ import pulumi
 import pytest
 import yaml
 
+from components.models import instance_name
 from components.validation import validate
 from providers import registry
 
@@ -37,14 +38,19 @@ PROJECTS = {
             {"uses": "kafka", "kind": "topic", "name": "orders", "purge": True},
         ],
         "services": {"api": {"uses": ["pg", "kafka"], "env": {
-            "import": [{"from": "pg/database", "vars": {"DATABASE_URL": "dsn", "PGUSER": "user"}}],
+            "import": [{"from": "pg/database", "vars": {"DATABASE_URL": "dsn", "PGUSER": "user"}},
+                       # the one resource on the instance that has REDIS_DB: the redis_index
+                       {"from": "workspace.shared.cache", "vars": ["REDIS_DB"]}],
             "KAFKA": "${ref:workspace.shared.kafka.bootstrap}",
+            "PGDATABASE": "${ref:workspace.shared.pg/database/shop.database}",
+            "WHERE": "${ref:workspace.shared.kafka/topic/orders.topic}@${ref:workspace.shared.kafka.bootstrap}",
         }}},
     },
     "media": {
         "resources": [
             {"uses": "objects", "kind": "lifecycle", "name": "expire", "params": {"bucket": "uploads", "expireDays": 7}},
-            {"uses": "objects", "kind": "bucket", "name": "uploads", "purge": True},
+            # the spec's form: the same child name as `uses: objects`
+            {"uses": "workspace.shared.objects", "kind": "bucket", "name": "uploads", "purge": True},
             {"uses": "objects", "kind": "access_key"},
             {"uses": "aws", "kind": "queue", "name": "jobs"},
             {"uses": "aws", "kind": "topic", "name": "done"},
@@ -124,7 +130,8 @@ def expand(validated):
 def test_names_types_parents_and_retain_flags(mocks, validated):
     workspace, options, resources = expand(validated)
     children = {name for name in options if name.count("/") == 3}
-    expected = {f"{p}/{r['uses']}/{r['kind']}/{r.get('name', p)}" for p, body in PROJECTS.items() for r in body["resources"]}
+    expected = {f"{p}/{instance_name(r['uses'])}/{r['kind']}/{r.get('name', p)}"
+                for p, body in PROJECTS.items() for r in body["resources"]}
     assert children == expected
     for name in children:
         project, instance, kind, _ = name.split("/")
@@ -133,7 +140,7 @@ def test_names_types_parents_and_retain_flags(mocks, validated):
         assert resources[name]._resource_type_name == f"dynamic/{engine}:{kind}"
         assert options[name].parent is resources[project]
         purge = next(r.get("purge", False) for r in PROJECTS[project]["resources"]
-                     if f"{project}/{r['uses']}/{r['kind']}/{r.get('name', project)}" == name)
+                     if f"{project}/{instance_name(r['uses'])}/{r['kind']}/{r.get('name', project)}" == name)
         assert options[name].retain_on_delete is (not purge), name
     for project in PROJECTS:
         assert options[project].parent is workspace
@@ -211,6 +218,10 @@ def test_outputs_attributes_exports_env_and_secrets(mocks, validated):
     env = shop["services"]["api"]["env"]
     assert env["KAFKA"] == "127.0.0.1:29092"  # ${ref} resolved from the workspace, plain
     checks = [
+        env["REDIS_DB"].apply(lambda v: v == "db-of-shop/cache/redis_index/shop"),
+        # a resource's own attribute, inline, alone and among text
+        env["PGDATABASE"].apply(lambda v: v == "database-of-shop/pg/database/shop"),
+        env["WHERE"].apply(lambda v: v == "topic-of-shop/kafka/topic/orders@127.0.0.1:29092"),
         database["host"].apply(lambda v: v == "host-of-shop/pg/database/shop"),
         # User, password and database percent-encoded, '/' included (tests/unit/test_templates.py parses one back).
         database["dsn"].apply(lambda v: v == "postgresql://user-of-shop%2Fpg%2Fdatabase%2Fshop:password-of-shop%2Fpg"
@@ -222,7 +233,7 @@ def test_outputs_attributes_exports_env_and_secrets(mocks, validated):
         "acl_user password": shop["resources"]["cache/acl_user/shop"]["password"],
         "access key secret": workspace.outputs["media"]["resources"]["objects/access_key/media"]["secretKey"],
     }
-    plain = {"host": database["host"], "env PGUSER": env["PGUSER"],
+    plain = {"host": database["host"], "env PGUSER": env["PGUSER"], "env PGDATABASE": env["PGDATABASE"],
              "bucket endpoint": workspace.outputs["media"]["resources"]["objects/bucket/uploads"]["endpoint"]}
 
     def verify(values):
