@@ -1,9 +1,31 @@
 """Tenant credential policies: `predictable` and `generated`.
 
-predictable: the dev-credential model. The password is derived from the
-engine, instance and project name, so anyone with the workspace can compute
-it and nothing secret has to be stored. generated: random, made once by the
-provider, returned as a secret output and kept encrypted in the state.
+predictable: the dev-credential model of spec 27. The password of every login
+devstack makes (a PostgreSQL database's role and every `user`, a Redis
+`acl_user`, a Kafka `acl` principal, a MinIO access key's secret) is the
+project's name as devstack.yaml's `name:` writes it, so the documented DSN
+`postgres://acme:acme@<host>:<port>/acme` logs in, and nothing secret is
+stored. They are shared dev credentials: anyone who knows the project's name
+logs in as it; isolation between projects needs `generated`. Two rules
+complete it, both computable by hand:
+
+- rotation: a login's `rotation` param, when set to anything but 0, is
+  appended after a '-': `rotation: 2` gives `acme-2`, `rotation: 2025-q3`
+  gives `acme-2025-q3`; absent or 0, the bare project name.
+- padding: where the engine demands a longer secret (a MinIO secret key:
+  at least 8 characters), the password is written out again and again until
+  it is long enough: `acme` -> `acmeacme`, `app` -> `appappapp`, `acme-2` ->
+  `acme-2acme-2`. PostgreSQL, Redis and Kafka SCRAM take any non-empty
+  password, so they get it unpadded.
+
+Earlier releases derived `dev-` and 24 hex digits of a SHA-256 instead
+(`hashed_password`). A login holding such a password keeps it while its
+`credentials` and `rotation` stay as they are, for the services hold it; a
+new `rotation` value (e.g. `rotation: 0` where the param was absent) gives it
+the project-name password above.
+
+generated: random, made once by the provider, returned as a secret output and
+kept encrypted in the state.
 """
 
 from __future__ import annotations
@@ -16,21 +38,37 @@ from pydantic import BeforeValidator
 
 from providers.identity import Identity
 
+#: The shortest secret key MinIO takes.
+MINIO_SECRET_MINIMUM = 8
 
-def predictable_password(ident: Identity, principal: str) -> str:
+
+def predictable_password(project: str, rotation: Any = None, minimum: int = 0) -> str:
+    """`<project>`, or `<project>-<rotation>`, repeated until it has `minimum` characters (module docstring)."""
+    rotation = _rotation(rotation)  # `acme-1` for `rotation: 1`, though Pulumi hands the provider 1.0
+    password = project if rotation in (None, 0) else f"{project}-{rotation}"
+    return password * -(-minimum // len(password)) if len(password) < minimum else password
+
+
+def hashed_password(ident: Identity, principal: str) -> str:
+    """The predictable password of earlier releases: recognised (and kept) on the logins they made."""
     digest = hashlib.sha256(f"devstack/{ident.engine}/{ident.instance}/{principal}".encode()).hexdigest()
     return f"dev-{digest[:24]}"
 
 
-def password_for(ident: Identity, principal: str, policy: str, previous: str | None = None) -> str:
-    """The password `principal` should have under `policy`.
+def password_for(ident: Identity, principal: str, policy: str, previous: str | None = None, *,
+                 rotation: Any = None, minimum: int = 0) -> str:
+    """The password of the login of `ident` under `policy` and `rotation`.
 
-    A generated password is kept across updates (`previous`) and only made
-    anew when there is none yet, so a re-up never rotates it by accident.
+    `previous`: its password, when neither the policy nor the rotation changed
+    (None otherwise). A generated one is kept, so a re-up never rotates it by
+    accident; so is the hashed password an earlier release derived for
+    `principal` (its engine-level login, with the rotation as that release
+    wrote it). Anything else is derived (predictable) or drawn (generated) anew.
     """
+    derived, hashed = predictable_password(ident.owner, rotation, minimum), hashed_password(ident, principal)
     if policy == "predictable":
-        return predictable_password(ident, principal)
-    if previous and previous != predictable_password(ident, principal):
+        return previous if previous is not None and previous == hashed else derived
+    if previous and previous not in (derived, hashed):  # a login just moved from predictable never keeps that one
         return previous
     return secrets.token_urlsafe(24)
 
@@ -61,8 +99,7 @@ def login_password(ident: Identity, login: str, new: Mapping[str, Any], old: Map
     same = old is not None and old.get("credentials") == new.get("credentials") and (
         (old.get("params") or {}).get("rotation") == rotation
     )
-    if same and isinstance(rotation, int) and old.get("password") == predictable_password(ident, f"{principal}.0"):
-        # Derived from `1.0` by releases before 2026-11-30: kept until the rotation changes, as the running
-        # services hold it; an upgrade must not change a password behind an update that shows none.
-        return str(old["password"])
-    return password_for(ident, principal, new.get("credentials", "predictable"), old.get("password") if same else None)
+    previous = old.get("password") if same else None
+    if isinstance(rotation, int) and previous == hashed_password(ident, f"{principal}.0"):
+        return str(previous)  # an earlier release hashed `rotation: 1` as Pulumi's `1.0`: kept as well
+    return password_for(ident, principal, new.get("credentials", "predictable"), previous, rotation=rotation)

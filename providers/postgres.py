@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
-from providers.credentials import Rotation, login_password, password_for
+from providers.credentials import Rotation, hashed_password, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -598,6 +598,8 @@ class DatabaseSpec(BaseModel):
     connection_limit: int = Field(default=-1, ge=-1, le=INT4_MAX, alias="connectionLimit")
     #: Extensions devstack installs (as admin) inside the database; sorted and unique.
     extensions: list[str] = Field(default_factory=list)
+    #: Change it to change the project role's password in place (a new random one, or a new derivation).
+    rotation: Rotation = None
 
     @field_validator("encoding")
     @classmethod
@@ -719,12 +721,12 @@ class Database(KindProvider):
     ) -> dict[str, Any]:
         assert isinstance(spec, DatabaseSpec)
         database, role = identifier(ident.name), tenant_role(ident.owner)
-        password = password_for(ident, role, props.get("credentials", "predictable"))
         marker = ownership_marker(ident, props.get("stack", ""))
         with admin_connection(instance) as conn, ddl_lock(conn):
             # Re-checked under the lock: another stack may have taken the name since observe.
             self._check_database_owner(conn, ident, database)
             _check_extensions(conn, ident, spec.extensions)
+            password = self._joining_password(instance, conn, ident, role, props)
             made_role = self._ensure_role(conn, ident, role, password, marker)
             adopted = _database_exists(conn, database)
             if not adopted:
@@ -760,8 +762,7 @@ class Database(KindProvider):
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
         database, role = identifier(ident.name), tenant_role(ident.owner)
-        previous = old.get("password") if old.get("credentials") == new.get("credentials") else None
-        password = password_for(ident, role, new.get("credentials", "predictable"), previous)
+        password = login_password(ident, role, new, old)
         marker = ownership_marker(ident, new.get("stack", ""))
         spec = DatabaseSpec.model_validate(new.get("params") or {})
         removed = set((old.get("params") or {}).get("extensions") or []) - set(spec.extensions)
@@ -835,6 +836,19 @@ class Database(KindProvider):
         ).fetchone()
         if row is not None and database_owner(*row) != ident.owner:
             raise self._conflict(verb, ident, Observed(owner=database_owner(*row)))
+
+    @staticmethod
+    def _joining_password(instance: SharedInstance, conn: psycopg.Connection, ident: Identity, role: str,
+                          props: dict[str, Any]) -> str:
+        """The password of the project's role as a database joins it: every database of the project logs
+        in as that role, so one that has an earlier release's hashed password keeps it (the services of
+        the other databases hold it) until a `rotation` or `credentials` says otherwise."""
+        password = login_password(ident, role, props)
+        unrotated = (props.get("params") or {}).get("rotation") is None  # earlier releases had no rotation here
+        if props.get("credentials", "predictable") != "predictable" or not unrotated or role_row(conn, role) is None:
+            return password
+        hashed = hashed_password(ident, role)
+        return hashed if password_works(instance, role, hashed) else password
 
     def _ensure_role(self, conn: psycopg.Connection, ident: Identity, role: str, password: str, marker: str) -> bool:
         """Create the project's LOGIN role, or take over its existing one; True when it was created."""

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from providers.credentials import hashed_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.identity import Identity
 from providers.postgres import DDL_LOCK_KEY, Database, Role, User, _database_exists
@@ -693,6 +694,61 @@ def test_user_bad_params_name_the_field(user, owner):
     assert check_failures(user, props("postgres", "pg", "user", "app", owner, {"rotation": ""})) == {
         "params.rotation": failures["params.rotation"]}
     assert User.references == {"role": "role", "database": "database"}
+
+
+# --- predictable credentials: the project's name (spec 27) ------------------------------
+
+
+@pytest.fixture
+def acme(configure, admin_conn):
+    """Project `acme` of spec 27's example on a server where nothing else holds that name; purged after."""
+    if admin_conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'acme'").fetchone():
+        pytest.skip("project acme is up on this server (examples/acme?): not this test's to take or drop")
+    database = configure(Database())
+    inputs = database.check({}, props("postgres", "pg", "database", "acme", "acme", purge=True)).inputs
+    yield database, inputs
+    database.delete("id", inputs)
+
+
+def test_a_predictable_database_logs_in_with_the_dsn_spec_27_documents(acme):
+    database, inputs = acme
+    outs = database.create(inputs).outs
+    assert (outs["user"], outs["password"], outs["database"]) == ("acme", "acme", "acme")
+    with psycopg.connect("postgres://acme:acme@127.0.0.1:25432/acme", connect_timeout=5) as conn:
+        assert conn.execute("SELECT current_user, current_database()").fetchone() == ("acme", "acme")
+
+
+def test_a_predictable_user_logs_in_with_the_project_name(user, database, owner):
+    database.create(props("postgres", "pg", "database", owner, owner))
+    outs = user.create(user.check({}, props("postgres", "pg", "user", "app", owner)).inputs).outs
+    assert (outs["user"], outs["password"]) == (f"{owner}_app", owner)
+    with connect(outs) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (f"{owner}_app",)
+
+
+def test_a_database_an_earlier_release_made_keeps_its_hashed_password(database, owner):
+    """Earlier releases derived `dev-<sha256>`, which the project's services hold: a re-up, a refresh, an
+    update and a second database of the project keep it; a `rotation` moves it to the project's name."""
+    inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
+    outs = database.create(inputs).outs
+    hashed = hashed_password(Identity.from_props(inputs), owner)
+    with psycopg.connect(**PG, user=outs["user"], password=outs["password"], dbname=owner, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(owner), sql.Literal(hashed)))
+    earlier = {**outs, "password": hashed}  # the server and the state as an earlier release's create left them
+    assert database.diff("id", earlier, inputs).changes is False
+    assert database.read("id", earlier).outs == earlier  # no drift
+    changed = {**inputs, "params": {**inputs["params"], "connection_limit": 7}}
+    updated = database.update("id", earlier, changed).outs
+    assert updated["password"] == hashed
+    second = database.create(database.check({}, props("postgres", "pg", "database", f"{owner}_logs", owner)).inputs).outs
+    assert second["password"] == hashed
+    for outs_ in (updated, second):
+        connect(outs_).close()
+    opted = database.update("id", updated, {**changed, "params": {**changed["params"], "rotation": 0}}).outs
+    assert opted["password"] == owner
+    connect(opted).close()
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        connect(updated)
 
 
 # --- isolation and concurrency ------------------------------------------------------

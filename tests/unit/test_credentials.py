@@ -5,16 +5,38 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from providers.credentials import Rotation, login_password, password_for, predictable_password
+from providers.credentials import (MINIO_SECRET_MINIMUM, Rotation, hashed_password, login_password, password_for,
+                                   predictable_password)
 from providers.identity import Identity
 
 SHOP = Identity("postgres", "pg", "database", "shop", "shop")
 BLOG = Identity("postgres", "pg", "database", "blog", "blog")
 
 
+@pytest.mark.parametrize("project, rotation, minimum, password", [
+    pytest.param("acme", None, 0, "acme", id="the-project-name"),
+    pytest.param("acme", 0, 0, "acme", id="rotation-0-is-none"),
+    pytest.param("acme", 2, 0, "acme-2", id="rotation-appended"),
+    pytest.param("acme", "2025-q3", 0, "acme-2025-q3", id="string-rotation"),
+    pytest.param("acme", None, 8, "acmeacme", id="padded-by-repeating"),
+    pytest.param("app", None, 8, "appappapp", id="whole-repeats"),
+    pytest.param("a", None, 8, "aaaaaaaa", id="one-letter"),
+    pytest.param("acme-shop", None, 8, "acme-shop", id="long-enough-as-is"),
+    pytest.param("acme", 2, 8, "acme-2acme-2", id="rotation-then-padding"),
+])
+def test_predictable_is_the_project_name_by_hand_computable_rules(project, rotation, minimum, password):
+    assert predictable_password(project, rotation, minimum) == password
+
+
 def test_predictable_is_stable_and_per_project():
-    assert password_for(SHOP, "shop", "predictable") == password_for(SHOP, "shop", "predictable")
-    assert predictable_password(SHOP, "shop") != predictable_password(BLOG, "blog")
+    assert password_for(SHOP, "shop", "predictable") == password_for(SHOP, "shop", "predictable") == "shop"
+    assert predictable_password(SHOP.owner) != predictable_password(BLOG.owner)
+    # The project's name as written, whatever the login's engine name or instance.
+    assert password_for(Identity("kafka", "k2", "acl", "orders", "My.Shop"), "My.Shop.orders", "predictable") == "My.Shop"
+
+
+def test_a_minio_secret_is_padded_to_the_minimum_minio_takes():
+    assert len(password_for(SHOP, "shop", "predictable", minimum=MINIO_SECRET_MINIMUM)) >= 8
 
 
 def test_generated_is_random_and_kept_on_update():
@@ -24,8 +46,18 @@ def test_generated_is_random_and_kept_on_update():
 
 
 def test_switching_to_generated_does_not_keep_the_predictable_password():
-    predictable = predictable_password(SHOP, "shop")
-    assert password_for(SHOP, "shop", "generated", previous=predictable) != predictable
+    for predictable in (predictable_password(SHOP.owner), hashed_password(SHOP, "shop")):
+        assert password_for(SHOP, "shop", "generated", previous=predictable) not in (predictable, "shop")
+
+
+def test_the_hashed_password_of_earlier_releases_is_kept_and_nothing_else():
+    """Earlier releases derived `dev-<sha256>`: a login holding it keeps it (its services hold it)."""
+    hashed = hashed_password(SHOP, "shop")
+    assert hashed.startswith("dev-") and len(hashed) == 28
+    assert password_for(SHOP, "shop", "predictable", previous=hashed) == hashed
+    # The hash of another login or instance is not this login's: derived anew.
+    for other in (hashed_password(SHOP, "blog"), hashed_password(Identity("postgres", "pg2", "database", "shop", "shop"), "shop"), "x"):
+        assert password_for(SHOP, "shop", "predictable", previous=other) == "shop"
 
 
 def login(credentials: str, rotation=None, password: str | None = None) -> dict:
@@ -43,21 +75,29 @@ def test_a_login_keeps_its_password_until_rotation_or_policy_changes():
 
 def test_a_predictable_login_derives_a_new_password_per_rotation_value():
     plain, one = (login_password(SHOP, "shop_app", login("predictable", r)) for r in (None, 1))
-    assert plain == predictable_password(SHOP, "shop_app") and one != plain
+    assert plain == "shop" and one == "shop-1"
     assert login_password(SHOP, "shop_app", login("predictable", 1)) == one  # anyone can derive it again
     # From the value declared, not the float Pulumi hands the provider (`rotation: 1` arrives as 1.0).
-    assert login_password(SHOP, "shop_app", login("predictable", 1.0)) == one == predictable_password(SHOP, "shop_app#rotation=1")
+    assert login_password(SHOP, "shop_app", login("predictable", 1.0)) == one == predictable_password("shop", 1)
 
 
-def test_a_predictable_password_an_older_release_derived_from_the_float_is_kept_until_the_rotation_changes():
-    """Releases before 2026-11-30 derived `rotation: 1` as `#rotation=1.0`; services hold that password."""
-    legacy = predictable_password(SHOP, "shop_app#rotation=1.0")
-    stored = login("predictable", 1.0, password=legacy)
-    assert login_password(SHOP, "shop_app", login("predictable", 1.0), stored) == legacy
-    assert login_password(SHOP, "shop_app", login("predictable", 2.0), stored) == predictable_password(SHOP, "shop_app#rotation=2")
+@pytest.mark.parametrize("rotation, principal", [
+    pytest.param(None, "shop_app", id="no-rotation"),
+    pytest.param(1.0, "shop_app#rotation=1", id="rotation"),
+    pytest.param(1.0, "shop_app#rotation=1.0", id="rotation-hashed-as-the-float"),
+])
+def test_a_hashed_password_is_kept_until_the_rotation_or_policy_changes(rotation, principal):
+    """Releases before this one hashed the login (`rotation: 1` first as `#rotation=1.0`); services hold it."""
+    hashed = hashed_password(SHOP, principal)
+    stored = login("predictable", rotation, password=hashed)
+    assert login_password(SHOP, "shop_app", login("predictable", rotation), stored) == hashed
+    # The opt-in: any new rotation value, `0` where the param was absent, gives the project-name password.
+    new = 0 if rotation is None else 2
+    assert login_password(SHOP, "shop_app", login("predictable", new), stored) == predictable_password("shop", new)
+    assert login_password(SHOP, "shop_app", login("generated", rotation), stored) not in (hashed, "shop")
     # Anything else stored is not kept: a predictable password is derived.
-    assert login_password(SHOP, "shop_app", login("predictable", 1.0), login("predictable", 1.0, password="x")) == \
-        predictable_password(SHOP, "shop_app#rotation=1")
+    assert login_password(SHOP, "shop_app", login("predictable", rotation), login("predictable", rotation, password="x")) \
+        == predictable_password("shop", rotation)
 
 
 def test_rotation_accepts_integers_and_short_strings_only():
