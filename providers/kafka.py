@@ -63,7 +63,7 @@ from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.base import KindProvider, Observed, marker_field, marker_owner, one_per_key, ownership_marker
-from providers.credentials import password_for
+from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -752,6 +752,8 @@ class AclSpec(BaseModel):
         default_factory=lambda: ["read", "write", "describe"], min_length=1, validate_default=True)
     group_operations: list[GroupOperation] = Field(
         default_factory=lambda: ["read", "describe"], alias="groupOperations", validate_default=True)
+    #: Change it to change the principal's password in place (a new random one, or a new derivation).
+    rotation: Rotation = None
 
     @field_validator("operations", "group_operations")
     @classmethod
@@ -891,7 +893,7 @@ class Acl(KafkaKind):
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, AclSpec)
         principal = self.engine_name(ident.name, ident.owner)
-        password = password_for(ident, principal, props.get("credentials", "predictable"))
+        password = login_password(ident, principal, props)
         admin = admin_client(instance)
         self.mark(instance, admin, ident, props.get("stack", ""))
         set_password(admin, principal, password, f"acl {ident}")
@@ -900,8 +902,7 @@ class Acl(KafkaKind):
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         principal = self.engine_name(ident.name, ident.owner)
-        previous = old.get("password") if old.get("credentials") == new.get("credentials") else None
-        password = password_for(ident, principal, new.get("credentials", "predictable"), previous)
+        password = login_password(ident, principal, new, old)
         admin = admin_client(instance)
         # (Its credential exists: update runs only on a resource `_owned` has found.)
         if password != old.get("password") or old.get("passwordInSync") is False:

@@ -34,10 +34,11 @@ from confluent_kafka.admin import (
 
 import providers.kafka
 from devstack import ledger, scan
+from providers.credentials import hashed_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.identity import Identity
 from providers.kafka import (MARKER_TOPIC, Acl, MarkerView, Topic, dynamic_configs, kafka_name, read_markers,
-                             write_marker)
+                             set_password, write_marker)
 from tests.engines.conftest import props, stopped_answering
 from tools.engines import load
 from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
@@ -625,6 +626,24 @@ def test_acl_generated_credentials_are_kept_and_rotate_only_on_policy_change(acl
     assert can_log_in(owner, generated["password"]) and not can_log_in(owner, predictable["password"])
     again = acl.update("id", generated, generated_inputs).outs  # a re-up never rotates it
     assert again["password"] == generated["password"]
+
+
+def test_acl_logs_in_with_the_project_name_and_keeps_an_earlier_hashed_password(acl, owner, kadmin):
+    """Predictable is the project's name. A principal an earlier release made holds `dev-<sha256>`, which
+    its services hold too: a re-up, a refresh and an update keep it; a `rotation` moves it to the name."""
+    inputs = acl_inputs(acl, owner)
+    outs = acl.create(inputs).outs
+    assert outs["password"] == owner and can_log_in(owner, owner)
+    hashed = hashed_password(Identity.from_props(inputs), owner)
+    set_password(kadmin, owner, hashed, "test")  # what an earlier release's create set, its state beside it
+    earlier = {**outs, "password": hashed}
+    assert acl.diff("id", earlier, inputs).changes is False
+    assert acl.read("id", earlier).outs == earlier  # no drift
+    changed = acl_inputs(acl, owner, operations=["read", "describe"])
+    kept = acl.update("id", earlier, changed).outs
+    assert kept["password"] == hashed and can_log_in(owner, hashed)
+    opted = acl.update("id", kept, acl_inputs(acl, owner, operations=["read", "describe"], rotation=0)).outs
+    assert opted["password"] == owner and can_log_in(owner, owner) and not can_log_in(owner, hashed)
 
 
 def test_acl_retained_delete_keeps_the_principal_and_purge_removes_it(acl, owner, kadmin):

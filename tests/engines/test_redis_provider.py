@@ -18,9 +18,11 @@ import pytest
 import redis
 from psycopg import sql
 
+from providers.credentials import hashed_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
+from providers.identity import Identity
 from providers.postgres import Database
-from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY, AclUser, RedisIndex, admin_client
+from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY, AclUser, AclUserSpec, RedisIndex, admin_client
 from tests.engines.conftest import ROOT, props, stopped_answering
 
 REDIS = {"host": "127.0.0.1", "port": 26379}
@@ -459,6 +461,26 @@ def test_user_rotation_changes_the_password_in_place(acl_user, owner, policy):
     with pytest.raises(redis.exceptions.AuthenticationError):
         tenant(outs).ping()
     assert acl_user.update("id", rotated, rotated_inputs).outs["password"] == rotated["password"]
+
+
+def test_user_logs_in_with_the_project_name_and_keeps_an_earlier_hashed_password(acl_user, owner):
+    """Predictable is the project's name. A user an earlier release made holds `dev-<sha256>`, which its
+    services hold too: a re-up, a refresh and an update keep it; a `rotation` moves it to the project's name."""
+    inputs = acl_user.check({}, props("redis", "cache", "acl_user", owner, owner)).inputs
+    outs = acl_user.create(inputs).outs
+    assert outs["password"] == owner and tenant(outs).ping()
+    ident, hashed = Identity.from_props(inputs), hashed_password(Identity.from_props(inputs), owner)
+    # What an earlier release's create ran, with its password: the server and the state as it left them.
+    earlier = {**outs, **acl_user._apply(acl_user._instances["cache"], ident, AclUserSpec(), hashed, inputs["stack"])}
+    assert acl_user.diff("id", earlier, inputs).changes is False
+    assert acl_user.read("id", earlier).outs == earlier  # no drift
+    changed = {**inputs, "params": {**inputs["params"], "allow_scan": True}}
+    kept = acl_user.update("id", earlier, changed).outs
+    assert kept["password"] == hashed and tenant(kept).ping()
+    opted = acl_user.update("id", kept, {**changed, "params": {**changed["params"], "rotation": 0}}).outs
+    assert opted["password"] == owner and tenant(opted).ping()
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        tenant(kept).ping()
 
 
 def test_user_drift_through_read(acl_user, owner, admin_redis):
