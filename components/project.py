@@ -61,8 +61,8 @@ class Project(pulumi.ComponentResource):
 
     def _referenced(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> dict[str, Resource]:
         """The declarations `decl`'s params name, by key: a consumer's stream, a rule's bucket, a user's database."""
-        keys = [f"{decl.uses}/{provider.references[param]}/{name}"
-                for param, name in provider.referenced(decl.params, self._file.name).items()]
+        named = provider.referenced(decl.params, self._file.name, decl.name or self._file.name)
+        keys = [f"{decl.uses}/{provider.references[param]}/{name}" for param, name in named.items()]
         return {key: created[key] for key in keys if key in created}
 
     def _dependencies(self, decl: ResourceDecl, provider: KindProvider, referenced: dict[str, Resource],

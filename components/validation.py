@@ -358,7 +358,7 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
     for path, value in _beyond_exact_floats(spec.model_dump(mode="json", by_alias=True)):
         report.add(at + ("params", *path), f"{value} is too large: Pulumi carries numbers as 64-bit floats, exact "
                                            f"only up to {LARGEST_EXACT_INT} (use a smaller value)")
-    for param, target in provider.referenced(spec.model_dump(), owner).items():
+    for param, target in provider.referenced(spec.model_dump(), owner, decl.name or owner).items():
         target_kind, defaulted = provider.references[param], not getattr(spec, param, None)
         found = next((d for _, d in decls if d.kind == target_kind and d.uses == decl.uses
                       and (d.name or owner) == target), None)
@@ -367,7 +367,8 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
             if misfit is not None:
                 report.add(at + tuple(misfit[0].split(".")), misfit[1])
         else:
-            unset = f"unset, so the project's {target_kind}, " if defaulted else ""
+            default = f"the project's {target_kind}" if target == owner else f"the {target_kind} of its own name"
+            unset = f"unset, so {default}, " if defaulted else ""
             report.add(at + ("params", param), f"{unset}names no {target_kind} {target!r} on instance {decl.uses!r} "
                                                f"in this project (declare it under resources"
                                                f"{f', or set params.{param}' if defaulted else ''})")

@@ -113,8 +113,9 @@ class KindProvider(ResourceProvider):
     default_references: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
-    def referenced(cls, params: Mapping[str, Any], owner: str) -> dict[str, str]:
-        """param -> the name of the declaration it references (a default one left out: the project's)."""
+    def referenced(cls, params: Mapping[str, Any], owner: str, name: str | None = None) -> dict[str, str]:
+        """param -> the name of the declaration it references (a default one left out: the project's).
+        `name`: the referencing declaration's, for a kind whose default follows it (a lifecycle's bucket)."""
         return {param: params.get(param) or owner for param in cls.references
                 if params.get(param) or param in cls.default_references}
     #: Kinds on the same instance this one is created after and deleted before.

@@ -22,7 +22,7 @@ import threading
 import time
 from contextlib import contextmanager, suppress
 from functools import cache
-from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator, Mapping
 
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -651,7 +651,8 @@ class LifecycleSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    bucket: str = Field(min_length=1, description="the declaration name of a bucket of this project")
+    bucket: str | None = Field(default=None, min_length=1, description="the declaration name of a bucket of this "
+                               "project; left out, the bucket declared under the lifecycle's own name")
     expire_days: int = Field(alias="expireDays", ge=1, le=36500)
     prefix: str = Field(default="", max_length=1024)
     enabled: bool = True
@@ -660,6 +661,8 @@ class LifecycleSpec(BaseModel):
 class Lifecycle(GuardedKind):
     """One expiration rule, id `devstack:<owner>:<name>`, on one of the owner's buckets.
 
+    The bucket is `params.bucket`, or, left out, the bucket declared under the
+    lifecycle's own name (spec 27: `name: acme-uploads`, `params: {expireDays: 7}`).
     Other rules of the bucket (other declarations', or not devstack's) are
     kept; dropping the rule leaves the bucket and them alone.
     """
@@ -675,10 +678,25 @@ class Lifecycle(GuardedKind):
     def engine_name(cls, name: str, owner: str) -> str:
         return rule_id(name, owner)
 
+    @classmethod
+    def referenced(cls, params: Mapping[str, Any], owner: str, name: str | None = None) -> dict[str, str]:
+        return {"bucket": params.get("bucket") or name or owner}
+
+    @classmethod
+    def normalized_params(cls, params: dict[str, Any] | None, name: str, owner: str) -> dict[str, Any]:
+        # Stored with the bucket filled in: the rule's bucket is create-only, and a default that
+        # followed some other rule later would move it.
+        normalized = super().normalized_params(params, name, owner)
+        normalized["bucket"] = normalized.get("bucket") or name or None
+        return normalized
+
+    def defaults(self, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
+        return {**super().defaults(params, name, owner), **({"bucket": name} if "bucket" in params else {})}
+
     def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
         assert isinstance(spec, LifecycleSpec)
         try:
-            bucket_name(spec.bucket, owner)
+            bucket_name(spec.bucket or name, owner)
         except InvalidSpec as err:
             return [("params.bucket", err.cause)]
         return []
@@ -726,7 +744,7 @@ class Lifecycle(GuardedKind):
         `bucket` changed, with the old rule retained) is moved, not doubled:
         one rule id names one rule.
         """
-        bucket, rule = bucket_name(spec.bucket, ident.owner), rule_id(ident.name, ident.owner)
+        bucket, rule = bucket_name(spec.bucket or ident.name, ident.owner), rule_id(ident.name, ident.owner)
         s3 = aws_client(instance, "s3")
         self._require_bucket(s3, ident, bucket, verb)
         wanted = _rule(rule, spec.expire_days, spec.prefix, spec.enabled)
@@ -743,7 +761,8 @@ class Lifecycle(GuardedKind):
         if not bucket_exists(s3, bucket):
             raise NotFound(
                 verb, f"lifecycle {ident}", f"its bucket {bucket!r} does not exist in {self.engine} instance {ident.instance!r}",
-                "declare the bucket in the same project (params.bucket names its declaration) and apply again",
+                "declare the bucket in the same project (params.bucket names its declaration, by default the "
+                "lifecycle's own name) and apply again",
             )
         holder = tags_owner(bucket_tags(s3, bucket))
         if holder != ident.owner:
