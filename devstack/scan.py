@@ -20,7 +20,9 @@ What a scan cannot see (by design of the markers):
   provider writes the marker first) is not a resource; a principal with ACL
   bindings but no SCRAM credential reads as gone, as the provider's observe
   says.
-- minio: a `devstack-<key>` policy left without its user is not listed.
+- minio: a `devstack-<key>` policy left without its user is not listed. A
+  bucket's own key (`<bucket>~key`) is part of its bucket, not an access
+  key; one left behind by its bucket is listed as that bucket.
 """
 
 from __future__ import annotations
@@ -243,24 +245,42 @@ def scan_minio(instance: SharedInstance, kinds: set[str]) -> list[Found]:
     from providers import minio, s3
 
     found: list[Found] = []
-    buckets = _s3_buckets("minio", instance) if kinds & {"bucket", "lifecycle"} else []
+    buckets = _s3_buckets("minio", instance) if kinds & {"bucket", "lifecycle", "access_key"} else []
     if "bucket" in kinds:
         found += [_tags_found("minio", instance, "bucket", b, tags) for b, tags in buckets]
     if "lifecycle" in kinds:
         found += _lifecycle_rules("minio", instance, buckets)
-    if "access_key" in kinds:
+    if kinds & {"bucket", "access_key"}:
         admin = minio.admin_client(instance)
         with s3.reachable(instance, "minio"):
             users = json.loads(admin.user_list() or "{}")
             policies = json.loads(admin.policy_list() or "{}")
-        for user in sorted(users):
-            marker = (policies.get(minio.policy_name(user)) or {}).get("ID")
-            # The marker is the policy devstack attaches: a user made anew by hand does not have it.
-            attached = str((users[user] or {}).get("policyName") or "").split(",")
-            doubt = None if minio.policy_name(user) in attached else \
-                "its marker policy is not attached to it (made anew by hand, or the policy detached)"
-            found.append(Found("minio", instance.name, "access_key", user, marker_owner(marker),
-                               marker_field(marker, "stack"), doubt=doubt))
+        found += _minio_users(instance, kinds, users, policies, {b for b, _ in buckets})
+    return found
+
+
+def _minio_users(instance: SharedInstance, kinds: set[str], users: dict[str, Any], policies: dict[str, Any],
+                 buckets: set[str]) -> list[Found]:
+    """Access keys; a bucket's own key only when its bucket is gone, listed as that bucket."""
+    from providers import minio
+
+    found = []
+    for user in sorted(users):
+        marker = (policies.get(minio.policy_name(user)) or {}).get("ID")
+        bucket = minio.key_bucket(user)
+        if bucket is not None and (bucket in buckets or marker_owner(marker)):
+            if bucket not in buckets and "bucket" in kinds:
+                found.append(Found("minio", instance.name, "bucket", bucket, marker_owner(marker),
+                                   marker_field(marker, "stack")))
+            continue
+        if "access_key" not in kinds:
+            continue
+        # The marker is the policy devstack attaches: a user made anew by hand does not have it.
+        attached = str((users[user] or {}).get("policyName") or "").split(",")
+        doubt = None if minio.policy_name(user) in attached else \
+            "its marker policy is not attached to it (made anew by hand, or the policy detached)"
+        found.append(Found("minio", instance.name, "access_key", user, marker_owner(marker),
+                           marker_field(marker, "stack"), doubt=doubt))
     return found
 
 

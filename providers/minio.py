@@ -8,6 +8,11 @@ bucket management (create, delete, tags, versioning, lifecycle, policy) to
 devstack. MinIO users carry no tags or comments, so the policy is the marker:
 its `ID` holds `base.ownership_marker` and its name the reserved prefix
 `devstack-`.
+
+Each MinIO bucket has a key of its own too (spec 27's `credentials:` on a
+bucket): the user `<bucket>~key`, whose policy reaches that bucket alone
+and whose marker says `"kind": "bucket"`. `~` is outside every access key
+name, so the two kinds never meet on one user.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pulumi.dynamic import ReadResult
 
 from providers import s3
 from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, one_per_key, ownership_marker
-from providers.credentials import password_for
+from providers.credentials import MINIO_SECRET_MINIMUM, password_for
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -37,6 +42,7 @@ urllib3 = LazyModule("urllib3")
 
 ENGINE = "minio"
 POLICY_PREFIX = "devstack-"
+BUCKET_KEY_SUFFIX = "~key"
 _ACCESS_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
 #: Bucket management stays with devstack: a tenant key may use its buckets, not reshape them.
 MANAGEMENT_ACTIONS = (
@@ -59,6 +65,10 @@ class MinioBucket(s3.Bucket):
     """
 
     engine = ENGINE
+    attributes = (*s3.Bucket.attributes, "accessKey", "secretKey")
+    secret_outputs = ("secretKey",)
+    # 1: every bucket gets its own key; the first up after the upgrade adds it to older buckets.
+    access_rules = 1
 
     @classmethod
     def engine_name(cls, name: str, owner: str) -> str:
@@ -73,11 +83,88 @@ class MinioBucket(s3.Bucket):
         reaching = _reaching(s3.bucket_name(name, owner), owner, holders.get("access_key", ()))
         return ("access_key", reaching[0]) if reaching else None
 
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        observed = super().observe(instance, ident)
+        if observed is not None:
+            bucket = self.engine_name(ident.name, ident.owner)
+            key, admin = bucket_key_name(bucket), admin_client(instance)
+            info, _, out_of_band = _key_state(instance, admin, key, bucket_key_policy(ident, bucket, None))
+            observed.attributes.update(accessKey=key, keyOutOfBand=out_of_band if info else ["accessKey"])
+        return observed
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        result = super().read(id_, props)
+        if result.id and props.get("secretKey") and not {"accessKey", "status"} & set(result.outs["keyOutOfBand"]):
+            instance = self._instance(Identity.from_props(props), "read")
+            with self.engine_errors(props):
+                if not _secret_works(instance, result.outs["accessKey"], props["secretKey"]):
+                    result.outs["keyOutOfBand"] = [*result.outs["keyOutOfBand"], "secretKey"]
+        return result
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return [*super().drift(olds), *(olds.get("keyOutOfBand") or [])]
+
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
-        _refuse_keys_in_reach(admin_client(instance), ident, s3.bucket_name(ident.name, ident.owner))
-        return super().create_resource(instance, ident, spec, props)
+        bucket, admin = self.engine_name(ident.name, ident.owner), admin_client(instance)
+        _refuse_keys_in_reach(admin, ident, bucket)
+        # Before the bucket is made: a refusal then leaves nothing behind.
+        self._refuse_foreign_key(instance, admin, ident, bucket, props, "create")
+        attributes = super().create_resource(instance, ident, spec, props)
+        return {**attributes, **self._converge_key(instance, admin, ident, bucket, props, {})}
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        bucket, admin = self.engine_name(ident.name, ident.owner), admin_client(instance)
+        self._refuse_foreign_key(instance, admin, ident, bucket, old, "update")
+        attributes = super().update_resource(instance, ident, old, new)
+        return {**attributes, **self._converge_key(instance, admin, ident, bucket, new, old)}
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        try:
+            super().drop(instance, ident, props)
+        except NotFound:
+            # The bucket went (a drop cut short, or out of band): its key must not outlive it, or it
+            # would reach the next bucket made under that name, whoever's it is.
+            _remove_marked_key(admin_client(instance), bucket_key_name(self.engine_name(ident.name, ident.owner)),
+                               ident.owner)
+            raise
+
+    def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
+        # The key first: a bucket whose drop fails stays, visible to gc; a key left alone would not be.
+        _remove_key(admin_client(instance), bucket_key_name(self.engine_name(ident.name, ident.owner)))
+        super().remove(instance, ident, observed)
+
+    # --- the bucket's key ------------------------------------------------
+
+    def _refuse_foreign_key(self, instance: SharedInstance, admin: MinioAdmin, ident: Identity, bucket: str,
+                            stored: Mapping[str, Any], verb: str) -> None:
+        """Conflict when the bucket's key name is a user devstack did not make for this project: another
+        project's, or one without our marker that the state (`stored`: outputs) does not say we made."""
+        key = bucket_key_name(bucket)
+        if _user_info(instance, admin, key) is None:
+            return
+        document = _policy_document(admin, policy_name(key))
+        holder = marker_owner(document.get("ID")) if document else None
+        if holder == ident.owner or (holder is None and stored.get("accessKey") == key):
+            return
+        who = f"project {holder!r}" if holder else "something devstack does not manage"
+        raise Conflict(verb, f"bucket {ident}",
+                       f"the user {key!r}, which would be the bucket's key, exists and belongs to {who}",
+                       f"remove that user (`mc admin user rm ALIAS {key}`) and apply again; nothing was changed")
+
+    def _converge_key(self, instance: SharedInstance, admin: MinioAdmin, ident: Identity, bucket: str,
+                      new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+        """The bucket's key as `new` (inputs) asks; a generated secret is kept from `old` (outputs)
+        while the credential policy stays."""
+        key = bucket_key_name(bucket)
+        previous = old.get("secretKey") if old.get("credentials") == new.get("credentials") else None
+        secret = _secret(ident, key, 0, new.get("credentials", "predictable"), previous)
+        _converge_key(instance, admin, key, secret, bucket_key_policy(ident, bucket, new.get("stack")),
+                      end_sessions=secret != old.get("secretKey"))
+        return {"accessKey": key, "secretKey": secret, "keyOutOfBand": []}
 
     def stands(self, instance: SharedInstance, ident: Identity, spec: s3.BucketSpec, made: bool) -> None:
         # Checked again now that the bucket stands: a key made meanwhile (by another project of this
@@ -233,19 +320,30 @@ def within_reach(bucket: str, owner: str) -> bool:
 def key_owners(admin: MinioAdmin) -> set[str]:
     """Projects holding access keys on this server, read from the markers of devstack's policies."""
     policies = json.loads(admin.policy_list() or "{}")
-    owners = {marker_owner((doc or {}).get("ID")) for name, doc in policies.items() if name.startswith(POLICY_PREFIX)}
+    markers = [(doc or {}).get("ID") for name, doc in policies.items() if name.startswith(POLICY_PREFIX)]
+    # A bucket's own key reaches that bucket alone, not the project's `<owner>-*`.
+    owners = {marker_owner(marker) for marker in markers if marker_field(marker, "kind") != "bucket"}
     return {owner for owner in owners if owner}
 
 
-def tenant_policy(ident: Identity, stack: str | None) -> dict[str, Any]:
-    """Everything on the project's buckets except reshaping them; nothing anywhere else.
+def bucket_key_name(bucket: str) -> str:
+    """The MinIO user (access key id) of a bucket's own key: `~` keeps it apart from every access key."""
+    return bucket + BUCKET_KEY_SUFFIX
+
+
+def key_bucket(user: str) -> str | None:
+    """The bucket whose own key `user` is named as, None for any other user."""
+    return user.removesuffix(BUCKET_KEY_SUFFIX) if user.endswith(BUCKET_KEY_SUFFIX) else None
+
+
+def _key_policy(marker: str, buckets: list[str]) -> dict[str, Any]:
+    """Everything on `buckets` (ARNs) except reshaping them; nothing anywhere else.
 
     No s3:ListAllMyBuckets: MinIO then lists only the buckets the key can use.
     """
-    buckets = project_buckets(ident.owner)
     return {
         "Version": "2012-10-17",
-        "ID": ownership_marker(ident, stack or ""),
+        "ID": marker,
         "Statement": [
             {"Effect": "Allow", "Action": ["s3:*"], "Resource": buckets},
             {"Effect": "Deny", "Action": list(MANAGEMENT_ACTIONS), "Resource": buckets},
@@ -254,12 +352,24 @@ def tenant_policy(ident: Identity, stack: str | None) -> dict[str, Any]:
     }
 
 
-def _policy_current(ident: Identity, key: str, info: dict[str, Any], document: dict[str, Any] | None) -> bool:
-    """Exactly our policy is attached to the user, and it says what we wrote."""
+def tenant_policy(ident: Identity, stack: str | None) -> dict[str, Any]:
+    """An access key's policy: the project's buckets."""
+    return _key_policy(ownership_marker(ident, stack or ""), project_buckets(ident.owner))
+
+
+def bucket_key_policy(ident: Identity, bucket: str, stack: str | None) -> dict[str, Any]:
+    """A bucket's own key's policy: that bucket and its objects. Its marker's kind keeps it out of
+    `key_owners`, as it reaches no `<owner>-*` pattern."""
+    marker = json.dumps({**json.loads(ownership_marker(ident, stack or "")), "kind": "bucket"}, sort_keys=True)
+    return _key_policy(marker, [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"])
+
+
+def _policy_current(expected: dict[str, Any], key: str, info: dict[str, Any], document: dict[str, Any] | None) -> bool:
+    """Exactly our policy is attached to the user, and it says what `expected` says."""
     attached = [name for name in str(info.get("policyName") or "").split(",") if name]
     if attached != [policy_name(key)] or document is None:
         return False
-    return _statements(document) == _statements(tenant_policy(ident, None))
+    return _statements(document) == _statements(expected)
 
 
 def _statements(document: dict[str, Any]) -> set[frozenset[tuple[str, Any]]]:
@@ -274,6 +384,68 @@ def _statements(document: dict[str, Any]) -> set[frozenset[tuple[str, Any]]]:
 
     return {canonical({key: value for key, value in st.items() if key != "Sid"})
             for st in document.get("Statement", [])}
+
+
+# --- keys: a MinIO user and its one policy ---------------------------------------
+
+
+def _key_state(instance: SharedInstance, admin: MinioAdmin, key: str,
+               expected: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+    """(user info, its devstack policy, what differs out of band from a key with policy `expected`);
+    (None, None, []) when there is no such user."""
+    info = _user_info(instance, admin, key)
+    if info is None:
+        return None, None, []
+    document = _policy_document(admin, policy_name(key))
+    out_of_band = []
+    if info.get("status") != "enabled":
+        out_of_band.append("status")
+    if not _policy_current(expected, key, info, document):
+        out_of_band.append("policy")
+    if info.get("memberOf"):  # a group's policies would reach beyond the key's buckets
+        out_of_band.append("groups")
+    if _service_accounts(admin, key):  # made out of band: they would outlive a rotation
+        out_of_band.append("serviceAccounts")
+    return info, document, out_of_band
+
+
+def _converge_key(instance: SharedInstance, admin: MinioAdmin, key: str, secret: str, policy: dict[str, Any],
+                  *, end_sessions: bool = False) -> None:
+    """Policy, user (secret, enabled), the one attachment, no group and no service account
+    (and, with `end_sessions`, no temporary credential); each call idempotent."""
+    admin.policy_add(policy_name(key), policy=policy)
+    admin.user_add(key, secret)  # creates, or resets secret and status of, the user
+    if end_sessions:
+        _end_sessions(admin, key)
+    admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached
+    for group in (_user_info(instance, admin, key) or {}).get("memberOf") or []:
+        admin.group_remove(group, [key])
+    for account in _service_accounts(admin, key):
+        admin.delete_service_account(account)
+
+
+def _secret_works(instance: SharedInstance, key: str, secret: str) -> bool:
+    """Whether the stored secret still signs requests (a reset out of band breaks it)."""
+    try:
+        s3.client_as(instance, "s3", key, secret).list_buckets()
+    except s3.boto_errors.ClientError as err:
+        return s3.error_code(err) != "SignatureDoesNotMatch"
+    return True
+
+
+def _remove_key(admin: MinioAdmin, key: str) -> None:
+    """Sessions, user and policy of `key`; each already gone is fine."""
+    _ignore_missing(lambda: _end_sessions(admin, key), "XMinioAdminNoSuchUser")  # before the user: MinIO keeps them
+    _ignore_missing(lambda: admin.user_remove(key), "XMinioAdminNoSuchUser")
+    # After the user: MinIO refuses to remove a policy that is still attached.
+    _ignore_missing(lambda: admin.policy_remove(policy_name(key)), "XMinioAdminNoSuchPolicy")
+
+
+def _remove_marked_key(admin: MinioAdmin, key: str, owner: str) -> None:
+    """`_remove_key`, when the key's policy carries `owner`'s marker (a drop cut short, run again)."""
+    document = _policy_document(admin, policy_name(key))
+    if document is not None and marker_owner(document.get("ID")) == owner:
+        _remove_key(admin, key)
 
 
 # --- the kind -----------------------------------------------------------------
@@ -315,21 +487,10 @@ class AccessKey(s3.GuardedKind):
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         key = access_key_name(ident.name, ident.owner)
-        admin = admin_client(instance)
-        info = _user_info(instance, admin, key)
+        info, document, out_of_band = _key_state(instance, admin_client(instance), key, tenant_policy(ident, None))
         if info is None:
             return None
-        document = _policy_document(admin, policy_name(key))
         owner = marker_owner(document.get("ID")) if document else None
-        out_of_band = []
-        if info.get("status") != "enabled":
-            out_of_band.append("status")
-        if not _policy_current(ident, key, info, document):
-            out_of_band.append("policy")
-        if info.get("memberOf"):  # a group's policies would reach beyond the project's buckets
-            out_of_band.append("groups")
-        if _service_accounts(admin, key):  # made out of band: they would outlive a rotation
-            out_of_band.append("serviceAccounts")
         return Observed(owner=owner, workspace=marker_field(document.get("ID"), "stack") if document else None,
                         attributes={"accessKey": key, "policy": policy_name(key), "outOfBand": out_of_band})
 
@@ -340,7 +501,7 @@ class AccessKey(s3.GuardedKind):
             ident = Identity.from_props(props)
             instance, key = self._instance(ident, "read"), access_key_name(ident.name, ident.owner)
             with self.engine_errors(props):
-                if not self._secret_works(instance, key, props["secretKey"]):
+                if not _secret_works(instance, key, props["secretKey"]):
                     result.outs["outOfBand"] = [*result.outs["outOfBand"], "secretKey"]
         return result
 
@@ -382,7 +543,7 @@ class AccessKey(s3.GuardedKind):
             raise self._policy_taken(ident, key, marker_owner(document.get("ID")))
         self._refuse_foreign_buckets_in_reach(instance, ident)
         made = _user_info(instance, admin, key) is None
-        secret = _secret(ident, key, spec, props.get("credentials", "predictable"))
+        secret = _secret(ident, key, spec.rotation, props.get("credentials", "predictable"))
         # No session minted before this create is the ledger's: a new user's are an earlier one's.
         self._converge(instance, admin, ident, key, secret, props.get("stack"), end_sessions=True)
         # Checked again now that the policy (which marks the key) stands: see MinioBucket.create_resource.
@@ -402,7 +563,8 @@ class AccessKey(s3.GuardedKind):
         old_rotation = (old.get("params") or {}).get("rotation")
         # A generated secret survives any update but a new rotation or credential policy.
         unchanged = (old.get("credentials"), old_rotation) == (new.get("credentials"), spec.rotation)
-        secret = _secret(ident, key, spec, new.get("credentials", "predictable"), old.get("secretKey") if unchanged else None)
+        secret = _secret(ident, key, spec.rotation, new.get("credentials", "predictable"),
+                         old.get("secretKey") if unchanged else None)
         # A new secret ends the sessions the old one minted, as it ends the old secret.
         self._converge(instance, admin_client(instance), ident, key, secret, new.get("stack"),
                        end_sessions=secret != old.get("secretKey"))
@@ -414,19 +576,11 @@ class AccessKey(s3.GuardedKind):
         except NotFound:
             # A drop cut after the user went, run again: its policy goes too, or it would keep every
             # `<owner>-*` bucket of another project out of reach of creation, with nothing to remove it.
-            admin, policy = admin_client(instance), policy_name(access_key_name(ident.name, ident.owner))
-            document = _policy_document(admin, policy)
-            if document is not None and marker_owner(document.get("ID")) == ident.owner:
-                _ignore_missing(lambda: admin.policy_remove(policy), "XMinioAdminNoSuchPolicy")
+            _remove_marked_key(admin_client(instance), access_key_name(ident.name, ident.owner), ident.owner)
             raise
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
-        key = access_key_name(ident.name, ident.owner)
-        admin = admin_client(instance)
-        _end_sessions(admin, key)  # before the user: MinIO keeps them past it
-        _ignore_missing(lambda: admin.user_remove(key), "XMinioAdminNoSuchUser")
-        # After the user: MinIO refuses to remove a policy that is still attached.
-        _ignore_missing(lambda: admin.policy_remove(policy_name(key)), "XMinioAdminNoSuchPolicy")
+        _remove_key(admin_client(instance), access_key_name(ident.name, ident.owner))
 
     # --- steps -----------------------------------------------------------
 
@@ -453,26 +607,7 @@ class AccessKey(s3.GuardedKind):
     @staticmethod
     def _converge(instance: SharedInstance, admin: MinioAdmin, ident: Identity, key: str, secret: str,
                   stack: str | None, *, end_sessions: bool = False) -> None:
-        """Policy, user (secret, enabled), the one attachment, no group and no service account
-        (and, with `end_sessions`, no temporary credential); each call idempotent."""
-        admin.policy_add(policy_name(key), policy=tenant_policy(ident, stack))
-        admin.user_add(key, secret)  # creates, or resets secret and status of, the user
-        if end_sessions:
-            _end_sessions(admin, key)
-        admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached
-        for group in (_user_info(instance, admin, key) or {}).get("memberOf") or []:
-            admin.group_remove(group, [key])
-        for account in _service_accounts(admin, key):
-            admin.delete_service_account(account)
-
-    @staticmethod
-    def _secret_works(instance: SharedInstance, key: str, secret: str) -> bool:
-        """Whether the stored secret still signs requests (a reset out of band breaks it)."""
-        try:
-            s3.client_as(instance, "s3", key, secret).list_buckets()
-        except s3.boto_errors.ClientError as err:
-            return s3.error_code(err) != "SignatureDoesNotMatch"
-        return True
+        _converge_key(instance, admin, key, secret, tenant_policy(ident, stack), end_sessions=end_sessions)
 
     @staticmethod
     def _attributes(instance: SharedInstance, key: str, secret: str) -> dict[str, Any]:
@@ -480,10 +615,11 @@ class AccessKey(s3.GuardedKind):
                 "policy": policy_name(key), "outOfBand": []}
 
 
-def _secret(ident: Identity, key: str, spec: AccessKeySpec, policy: str, previous: str | None = None) -> str:
-    """The secret key under the credential policy; a new `rotation` derives (or draws) a new one."""
-    principal = key if spec.rotation == 0 else f"{key}#rotation-{spec.rotation}"
-    return password_for(ident, principal, policy, previous)
+def _secret(ident: Identity, key: str, rotation: int, policy: str, previous: str | None = None) -> str:
+    """The secret key under the credential policy, padded to MinIO's minimum; a new `rotation` derives
+    (or draws) a new one."""
+    principal = key if rotation == 0 else f"{key}#rotation-{rotation}"  # as earlier releases hashed it
+    return password_for(ident, principal, policy, previous, rotation=rotation, minimum=MINIO_SECRET_MINIMUM)
 
 
 #: The kinds this engine's provider serves: the single source of kinds for validation.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ from minio.credentials import StaticProvider
 from minio.error import MinioAdminException
 from minio.minioadmin import MinioAdmin
 
+from providers.credentials import hashed_password, predictable_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.minio import AccessKey, MinioBucket, MinioLifecycle, tenant_policy
@@ -37,14 +39,30 @@ def minio_running():
     require_server(f"{ENDPOINT}/minio/health/live", "MinIO (instance 'objects')", "minio")
 
 
-@pytest.fixture
-def oob(admin) -> BucketOutOfBand:
-    return BucketOutOfBand(ENDPOINT, admin["minio"].user, admin["minio"].password)
+class MinioBucketOutOfBand(BucketOutOfBand):
+    """A bucket's cleanup removes the bucket's own key (user and policy) too."""
+
+    def __init__(self, admin_api: MinioAdmin, *args):
+        super().__init__(*args)
+        self.admin = admin_api
+
+    def cleanup(self, name):
+        super().cleanup(name)
+        for call in (lambda: self.admin.user_remove(f"{name}~key"), lambda: self.admin.policy_remove(f"devstack-{name}~key")):
+            try:
+                call()
+            except MinioAdminException:
+                pass
 
 
 @pytest.fixture
 def minio_admin(admin) -> MinioAdmin:
     return MinioAdmin(endpoint=MINIO, credentials=StaticProvider(admin["minio"].user, admin["minio"].password), secure=False)
+
+
+@pytest.fixture
+def oob(admin, minio_admin) -> BucketOutOfBand:
+    return MinioBucketOutOfBand(minio_admin, ENDPOINT, admin["minio"].user, admin["minio"].password)
 
 
 class TestMinioBucket(KindContract):
@@ -94,9 +112,10 @@ def buckets(configure, owner, oob):
     """Create a project's buckets by declaration name; all of them are removed after the test."""
     made: list[str] = []
 
-    def make(name: str = "data", project: str | None = None) -> dict:
+    def make(name: str = "data", project: str | None = None, params: dict | None = None, **policy) -> dict:
         provider = configure(MinioBucket())
-        outs = provider.create(provider.check({}, props("minio", "objects", "bucket", name, project or owner)).inputs).outs
+        inputs = provider.check({}, props("minio", "objects", "bucket", name, project or owner, params, **policy)).inputs
+        outs = provider.create(inputs).outs
         made.append(outs["bucket"])
         return outs
 
@@ -281,7 +300,6 @@ def test_lifecycle_on_a_foreign_or_missing_bucket_fails_clearly(configure, owner
 
 @pytest.mark.parametrize("params, field", [
     pytest.param({"bucket": "data", "expireDays": 0}, "params.expireDays", id="zero-days"),
-    pytest.param({"expireDays": 3}, "params.bucket", id="no-bucket"),
     pytest.param({"bucket": "Data", "expireDays": 3}, "params.bucket", id="bucket-not-s3"),
     pytest.param({"bucket": "data", "expireDays": 3, "days": 3}, "params.days", id="unknown"),
 ])
@@ -392,6 +410,29 @@ def test_a_key_an_earlier_release_made_gets_this_releases_policy_at_the_first_up
     assert denied(lambda: as_key(updated).put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration=encryption))
     assert updated["secretKey"] == outs["secretKey"]
     assert provider.diff("id", updated, inputs).changes is False
+
+
+def test_a_predictable_secret_is_the_project_name_padded_and_an_earlier_hashed_one_is_kept(buckets, keys, minio_admin):
+    """MinIO wants 8 characters: the project's name is repeated up to them. A key an earlier release made
+    holds `dev-<sha256>`, which its services hold too: a re-up, a refresh and an update keep it."""
+    project = f"k{secrets.token_hex(2)}"  # 5 characters
+    bucket = buckets("data", project=project)["bucket"]
+    provider, outs = keys(project=project)
+    assert outs["secretKey"] == project * 2
+    as_key(outs).put_object(Bucket=bucket, Key="k", Body=b"v")
+    hashed = hashed_password(Identity.from_props(outs), project)
+    minio_admin.user_add(project, hashed)  # what an earlier release's create set, its state beside it
+    earlier = {**outs, "secretKey": hashed}
+    inputs = provider.check({}, props("minio", "objects", "access_key", project, project)).inputs
+    assert provider.diff("id", earlier, inputs).changes is False
+    assert provider.read("id", earlier).outs == earlier  # no drift
+    kept = provider.update("id", earlier, {**inputs, "purge": True}).outs
+    assert kept["secretKey"] == hashed
+    assert as_key(kept).get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    opted = provider.update("id", kept, {**inputs, "params": {"rotation": 1}}).outs
+    assert opted["secretKey"] == predictable_password(project, 1, 8) == f"{project}-1{project}-1"
+    assert as_key(opted).get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    assert denied(lambda: as_key(kept).get_object(Bucket=bucket, Key="k"))
 
 
 def test_rotation_changes_the_secret_in_place(owner, buckets, keys):
@@ -825,3 +866,122 @@ def test_a_bucket_written_into_while_it_is_purged_is_emptied_again_then_a_confli
     provider.delete("id", {**outs, "purge": True})
     with pytest.raises(Exception, match="404|NoSuchBucket|Not Found"):
         oob.s3.head_bucket(Bucket=outs["bucket"])
+
+
+# --- a bucket's own key ------------------------------------------------------------
+
+
+def bucket_inputs(provider: MinioBucket, owner: str, name: str = "data", params: dict | None = None, **policy) -> dict:
+    result = provider.check({}, props("minio", "objects", "bucket", name, owner, params, **policy))
+    assert result.failures == [], [(f.property, f.reason) for f in result.failures]
+    return result.inputs
+
+
+def test_a_buckets_own_key_reaches_that_bucket_alone(configure, owner, buckets, oob):
+    """Spec 27's `credentials: generated` on a bucket: a key for it and nothing else, not even the
+    project's other buckets; a re-up changes nothing."""
+    other_project = buckets("data", project=f"{owner}b")["bucket"]
+    second = buckets("second")["bucket"]
+    outs = buckets("data", credentials="generated")
+    bucket, provider = outs["bucket"], configure(MinioBucket())
+    assert outs["accessKey"] == f"{bucket}~key" and MinioBucket.secret_outputs == ("secretKey",)
+    client = as_key(outs)
+    client.put_object(Bucket=bucket, Key="k", Body=b"v")
+    assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    for elsewhere in (second, other_project):
+        oob.s3.put_object(Bucket=elsewhere, Key="k", Body=b"theirs")
+        assert denied(lambda: client.get_object(Bucket=elsewhere, Key="k"))
+        assert denied(lambda: client.put_object(Bucket=elsewhere, Key="planted", Body=b"x"))
+        assert denied(lambda: client.list_objects_v2(Bucket=elsewhere))
+    assert denied(lambda: client.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": []}))
+    assert denied(lambda: client.delete_bucket(Bucket=bucket))
+    inputs = bucket_inputs(provider, owner, credentials="generated")
+    assert provider.diff("id", provider.read("id", outs).outs, inputs).changes is False
+    # Its key reaches no `<owner>-*` pattern: a project whose name extends this one's may still have buckets.
+    assert buckets("y", project=f"{owner}-x")["bucket"] == f"{owner}-x-y"
+
+
+def test_a_buckets_generated_secret_survives_updates_and_drift_is_read_and_repaired(configure, owner, buckets,
+                                                                                     minio_admin):
+    outs = buckets("data", credentials="generated")
+    provider, key = configure(MinioBucket()), outs["accessKey"]
+    changed = bucket_inputs(provider, owner, params={"versioning": True}, credentials="generated")
+    updated = provider.update("id", outs, changed).outs
+    assert updated["secretKey"] == outs["secretKey"]
+    minio_admin.policy_set("readwrite", user=key)
+    minio_admin.user_disable(key)
+    read = provider.read("id", updated).outs
+    assert sorted(read["keyOutOfBand"]) == ["policy", "status"]
+    diff = provider.diff("id", read, changed)
+    assert (diff.changes, diff.replaces) == (True, [])
+    repaired = provider.update("id", read, changed).outs
+    assert repaired["secretKey"] == outs["secretKey"] and provider.read("id", repaired).outs["keyOutOfBand"] == []
+    as_key(repaired).put_object(Bucket=outs["bucket"], Key="k", Body=b"v")
+    minio_admin.user_add(key, "reset-out-of-band")
+    assert provider.read("id", repaired).outs["keyOutOfBand"] == ["secretKey"]
+    minio_admin.user_remove(key)
+    gone = provider.read("id", repaired)
+    assert gone.id and gone.outs["keyOutOfBand"] == ["accessKey"]  # the bucket stands; its key is drift
+    as_key(provider.update("id", gone.outs, changed).outs).list_objects_v2(Bucket=outs["bucket"])
+
+
+def test_a_bucket_an_earlier_release_made_gets_its_key_at_the_first_up(configure, owner, buckets, oob):
+    """No refresh first, nothing replaced: the revision input alone makes the up update it in place."""
+    outs = buckets("data")
+    provider = configure(MinioBucket())
+    made_earlier = {k: v for k, v in outs.items() if k not in ("accessKey", "secretKey", "keyOutOfBand", "accessRules")}
+    oob.admin.user_remove(outs["accessKey"])  # as an earlier release left it: no key
+    oob.admin.policy_remove(f"devstack-{outs['accessKey']}")
+    oob.s3.put_object(Bucket=outs["bucket"], Key="kept", Body=b"data")
+    inputs = provider.check(made_earlier, props("minio", "objects", "bucket", "data", owner)).inputs
+    diff = provider.diff("id", made_earlier, inputs)
+    assert (diff.changes, diff.replaces) == (True, [])
+    updated = provider.update("id", made_earlier, inputs).outs
+    assert as_key(updated).get_object(Bucket=outs["bucket"], Key="kept")["Body"].read() == b"data"
+    assert provider.diff("id", updated, inputs).changes is False
+
+
+def test_a_buckets_purge_drops_its_key_even_when_the_bucket_went_first(configure, owner, buckets, oob, minio_admin):
+    provider = configure(MinioBucket())
+    first, second = buckets("one"), buckets("two")
+    provider.delete("id", first)  # retained: the key stays with its bucket
+    as_key(first).list_objects_v2(Bucket=first["bucket"])
+    provider.delete("id", {**first, "purge": True})
+    assert not oob.exists(first["bucket"]) and denied(lambda: as_key(first).list_objects_v2(Bucket=first["bucket"]))
+    with pytest.raises(MinioAdminException):
+        minio_admin.policy_info(f"devstack-{first['accessKey']}")
+    oob.destroy(second["bucket"])  # a purge cut after the bucket went (or the bucket removed by hand)
+    provider.delete("id", {**second, "purge": True})
+    assert second["accessKey"] not in json.loads(minio_admin.user_list() or "{}")
+
+
+def test_a_scan_counts_a_buckets_key_as_part_of_its_bucket(configure, owner, buckets, oob):
+    """gc must not list it as an orphan access key, nor as a foreign user; one left behind by its bucket
+    is listed as that bucket, which gc --prune then drops (the purge test above drops such a key)."""
+    from devstack.scan import scan
+
+    outs = buckets("data")
+    instance = configure(MinioBucket())._instances["objects"]
+    ours = [(f.kind, f.engine_name, f.owner) for f in scan(instance) if f.owner == owner or owner in f.engine_name]
+    assert ours == [("bucket", outs["bucket"], owner)]
+    oob.destroy(outs["bucket"])
+    left = [(f.kind, f.engine_name, f.owner, f.name) for f in scan(instance, ["bucket", "access_key"])
+            if owner in f.engine_name]
+    assert left == [("bucket", outs["bucket"], owner, "data")]
+
+
+def test_a_lifecycle_without_a_bucket_param_goes_on_the_bucket_of_its_own_name(configure, owner, buckets, oob):
+    """Spec 27: `name: acme-uploads`, `params: {expireDays: 7}` is a rule on bucket acme-uploads."""
+    bucket = buckets("uploads")["bucket"]
+    buckets(owner)  # the project's own bucket, which the rule must not go on
+    lifecycle = configure(MinioLifecycle())
+    inputs = lifecycle.check({}, props("minio", "objects", "lifecycle", "uploads", owner, {"expireDays": 7})).inputs
+    assert inputs["params"]["bucket"] == "uploads"
+    outs = lifecycle.create(inputs).outs
+    assert (outs["bucket"], list(rules(oob, bucket))) == (bucket, [f"devstack:{owner}:uploads"])
+    assert rules(oob, owner) == {}
+    explicit = {**inputs, "params": {**inputs["params"], "bucket": "uploads"}}
+    assert lifecycle.diff("id", lifecycle.read("id", outs).outs, explicit).changes is False
+    # A name no bucket can have is refused as the bucket it defaults to.
+    failures = lifecycle.check({}, props("minio", "objects", "lifecycle", "a..b", owner, {"expireDays": 7})).failures
+    assert [(f.property, "'..'" in f.reason) for f in failures] == [("params.bucket", True)]
