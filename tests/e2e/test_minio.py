@@ -1,7 +1,8 @@
 """MinIO end to end: the real CLI, a two-project workspace, the real MinIO server.
 
-Project A declares a bucket, a second (versioned) bucket with a lifecycle
-rule on it, and an access key; project B a bucket and an access key. The run
+Project A declares a bucket, a second (versioned) bucket with its own
+generated key and two lifecycle rules on it (one naming it, one named like
+it), and an access key; project B a bucket and an access key. The run
 goes through up, A's key confined to A's buckets, preview (no changes), a
 second up (nothing changes), a refresh after an out-of-band change to A's
 user, and removal of declarations (retained: the bucket, its objects and the
@@ -60,8 +61,10 @@ def projects(admin):
                     s3.delete_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
             s3.delete_bucket(Bucket=bucket)
     api = admin_api(admin)
-    for name in names:
-        for call in (lambda: api.user_remove(name), lambda: api.policy_remove(f"devstack-{name}")):
+    users = [user for user in json.loads(api.user_list() or "{}")
+             if any(user == n or user.startswith(n + "-") for n in names)]
+    for user in set(names) | set(users):
+        for call in (lambda: api.user_remove(user), lambda: api.policy_remove(f"devstack-{user}")):
             try:
                 call()
             except MinioAdminException:
@@ -81,8 +84,10 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
     key = {"uses": "objects", "kind": "access_key", "credentials": "generated"}
     resources_a = [
         {"uses": "objects", "kind": "bucket"},
-        {"uses": "objects", "kind": "bucket", "name": "uploads", "params": {"versioning": True, "tags": {"team": "web"}}},
+        {"uses": "objects", "kind": "bucket", "name": "uploads", "params": {"versioning": True, "tags": {"team": "web"}},
+         "credentials": "generated"},
         {"uses": "objects", "kind": "lifecycle", "name": "expire-tmp", "params": {"bucket": "uploads", "expireDays": 7, "prefix": "tmp/"}},
+        {"uses": "objects", "kind": "lifecycle", "name": "uploads", "params": {"expireDays": 30}},  # spec 27's form
         key,
     ]
     files = [write_project(project_dir, a, resources_a),
@@ -97,13 +102,15 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
     stack.set_config("devstack:minioAdmin", auto.ConfigValue(admin["minio"].password, secret=True))
 
     up = stack.up(on_output=print)
-    assert changes(up) == {"create": 10}  # stack, workspace, 2 projects, A: 4 resources, B: 2
+    assert changes(up) == {"create": 11}  # stack, workspace, 2 projects, A: 5 resources, B: 2
     out = {name: up.outputs[name].value["resources"] for name in projects}
     uploads, rule = out[a]["objects/bucket/uploads"], out[a]["objects/lifecycle/expire-tmp"]
     key_a, key_b = out[a][f"objects/access_key/{a}"], out[b][f"objects/access_key/{b}"]
     assert (uploads["bucket"], uploads["s3Url"], rule["bucket"]) == (f"{a}-uploads", f"s3://{a}-uploads", f"{a}-uploads")
     assert key_a["accessKey"] == a and key_a["policy"] == f"devstack-{a}"
     assert key_a["secretKey"] not in stored_state(offline_env, "e2e")  # secret outputs are stored encrypted
+    assert uploads["secretKey"] not in stored_state(offline_env, "e2e")
+    assert out[a]["objects/lifecycle/uploads"]["bucket"] == f"{a}-uploads"
 
     # A's key works on A's buckets and nowhere else.
     client_a = s3_as(key_a["accessKey"], key_a["secretKey"])
@@ -112,6 +119,12 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
     assert denied(lambda: client_a.list_objects_v2(Bucket=b))
     assert denied(lambda: client_a.get_object(Bucket=b, Key="mine.txt"))
     assert denied(lambda: client_a.put_object(Bucket=b, Key="planted.txt", Body=b"x"))
+    # The uploads bucket's own key: that bucket, not A's other one.
+    bucket_key = s3_as(uploads["accessKey"], uploads["secretKey"])
+    assert bucket_key.get_object(Bucket=f"{a}-uploads", Key="tmp/report.csv")["Body"].read() == b"1,2,3"
+    assert denied(lambda: bucket_key.list_objects_v2(Bucket=a))
+    rules = s3_as(admin["minio"].user, admin["minio"].password).get_bucket_lifecycle_configuration(Bucket=f"{a}-uploads")
+    assert sorted(r["ID"] for r in rules["Rules"]) == [f"devstack:{a}:expire-tmp", f"devstack:{a}:uploads"]
 
     # Unchanged workspace: preview shows nothing to do and a second up changes nothing.
     assert changes(stack.preview()) == {}
@@ -125,11 +138,12 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
 
     # Removing the uploads bucket and its rule retains both, objects included.
     write_project(project_dir, a, [resources_a[0], key])
-    assert changes(stack.up()) == {"delete": 2}
+    assert changes(stack.up()) == {"delete": 3}
     admin_s3 = s3_as(admin["minio"].user, admin["minio"].password)
     assert admin_s3.get_object(Bucket=f"{a}-uploads", Key="tmp/report.csv")["Body"].read() == b"1,2,3"
     rules = admin_s3.get_bucket_lifecycle_configuration(Bucket=f"{a}-uploads")["Rules"]
-    assert [r["ID"] for r in rules] == [f"devstack:{a}:expire-tmp"]
+    assert sorted(r["ID"] for r in rules) == [f"devstack:{a}:expire-tmp", f"devstack:{a}:uploads"]
+    assert bucket_key.get_object(Bucket=f"{a}-uploads", Key="tmp/report.csv")["Body"].read() == b"1,2,3"
 
     # The composed export, last so the lifecycle above is shown even while it fails: numbers come
     # back from the provider protocol as floats, and the template must not render port 29000.0.
