@@ -88,7 +88,10 @@ class MinioBucket(s3.Bucket):
         if observed is not None:
             bucket = self.engine_name(ident.name, ident.owner)
             key, admin = bucket_key_name(bucket), admin_client(instance)
-            info, _, out_of_band = _key_state(instance, admin, key, bucket_key_policy(ident, bucket, None))
+            # Not its service accounts: every refresh would pay MinIO's Argon2 per bucket. Its policy
+            # denies the key making any; an update after any other drift removes those an admin made.
+            info, _, out_of_band = _key_state(instance, admin, key, bucket_key_policy(ident, bucket, None),
+                                              service_accounts=False)
             observed.attributes.update(accessKey=key, keyOutOfBand=out_of_band if info else ["accessKey"])
         return observed
 
@@ -110,9 +113,9 @@ class MinioBucket(s3.Bucket):
         bucket, admin = self.engine_name(ident.name, ident.owner), admin_client(instance)
         _refuse_keys_in_reach(admin, ident, bucket)
         # Before the bucket is made: a refusal then leaves nothing behind.
-        self._refuse_foreign_key(instance, admin, ident, bucket, props, "create")
+        fresh = not self._refuse_foreign_key(instance, admin, ident, bucket, props, "create")
         attributes = super().create_resource(instance, ident, spec, props)
-        return {**attributes, **self._converge_key(instance, admin, ident, bucket, props, {})}
+        return {**attributes, **self._converge_key(instance, admin, ident, bucket, props, {}, fresh=fresh)}
 
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
@@ -140,30 +143,31 @@ class MinioBucket(s3.Bucket):
     # --- the bucket's key ------------------------------------------------
 
     def _refuse_foreign_key(self, instance: SharedInstance, admin: MinioAdmin, ident: Identity, bucket: str,
-                            stored: Mapping[str, Any], verb: str) -> None:
+                            stored: Mapping[str, Any], verb: str) -> bool:
         """Conflict when the bucket's key name is a user devstack did not make for this project: another
-        project's, or one without our marker that the state (`stored`: outputs) does not say we made."""
+        project's, or one without our marker that the state (`stored`: outputs) does not say we made.
+        Whether the user exists."""
         key = bucket_key_name(bucket)
         if _user_info(instance, admin, key) is None:
-            return
+            return False
         document = _policy_document(admin, policy_name(key))
         holder = marker_owner(document.get("ID")) if document else None
         if holder == ident.owner or (holder is None and stored.get("accessKey") == key):
-            return
+            return True
         who = f"project {holder!r}" if holder else "something devstack does not manage"
         raise Conflict(verb, f"bucket {ident}",
                        f"the user {key!r}, which would be the bucket's key, exists and belongs to {who}",
                        f"remove that user (`mc admin user rm ALIAS {key}`) and apply again; nothing was changed")
 
     def _converge_key(self, instance: SharedInstance, admin: MinioAdmin, ident: Identity, bucket: str,
-                      new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+                      new: Mapping[str, Any], old: Mapping[str, Any], fresh: bool = False) -> dict[str, Any]:
         """The bucket's key as `new` (inputs) asks; a generated secret is kept from `old` (outputs)
-        while the credential policy stays."""
+        while the credential policy stays. `fresh`: no such user existed."""
         key = bucket_key_name(bucket)
         previous = old.get("secretKey") if old.get("credentials") == new.get("credentials") else None
         secret = _secret(ident, key, 0, new.get("credentials", "predictable"), previous)
         _converge_key(instance, admin, key, secret, bucket_key_policy(ident, bucket, new.get("stack")),
-                      end_sessions=secret != old.get("secretKey"))
+                      end_sessions=secret != old.get("secretKey"), fresh=fresh)
         return {"accessKey": key, "secretKey": secret, "keyOutOfBand": []}
 
     def stands(self, instance: SharedInstance, ident: Identity, spec: s3.BucketSpec, made: bool) -> None:
@@ -389,10 +393,11 @@ def _statements(document: dict[str, Any]) -> set[frozenset[tuple[str, Any]]]:
 # --- keys: a MinIO user and its one policy ---------------------------------------
 
 
-def _key_state(instance: SharedInstance, admin: MinioAdmin, key: str,
-               expected: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+def _key_state(instance: SharedInstance, admin: MinioAdmin, key: str, expected: dict[str, Any], *,
+               service_accounts: bool = True) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
     """(user info, its devstack policy, what differs out of band from a key with policy `expected`);
-    (None, None, []) when there is no such user."""
+    (None, None, []) when there is no such user. `service_accounts`: look for them too (MinIO
+    encrypts that answer with a key derived by Argon2: some 0.3 s of CPU per call)."""
     info = _user_info(instance, admin, key)
     if info is None:
         return None, None, []
@@ -404,20 +409,23 @@ def _key_state(instance: SharedInstance, admin: MinioAdmin, key: str,
         out_of_band.append("policy")
     if info.get("memberOf"):  # a group's policies would reach beyond the key's buckets
         out_of_band.append("groups")
-    if _service_accounts(admin, key):  # made out of band: they would outlive a rotation
+    if service_accounts and _service_accounts(admin, key):  # made out of band: they would outlive a rotation
         out_of_band.append("serviceAccounts")
     return info, document, out_of_band
 
 
 def _converge_key(instance: SharedInstance, admin: MinioAdmin, key: str, secret: str, policy: dict[str, Any],
-                  *, end_sessions: bool = False) -> None:
+                  *, end_sessions: bool = False, fresh: bool = False) -> None:
     """Policy, user (secret, enabled), the one attachment, no group and no service account
-    (and, with `end_sessions`, no temporary credential); each call idempotent."""
+    (and, with `end_sessions`, no temporary credential); each call idempotent. `fresh`: the
+    user did not exist, so it is in no group and has no service account (not asked, see _key_state)."""
     admin.policy_add(policy_name(key), policy=policy)
     admin.user_add(key, secret)  # creates, or resets secret and status of, the user
     if end_sessions:
         _end_sessions(admin, key)
     admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached
+    if fresh:
+        return
     for group in (_user_info(instance, admin, key) or {}).get("memberOf") or []:
         admin.group_remove(group, [key])
     for account in _service_accounts(admin, key):
