@@ -471,7 +471,8 @@ class AccessKey(s3.GuardedKind):
     """A MinIO user whose policy reaches only the project's buckets.
 
     The secret key follows the resource's credential policy (`predictable`:
-    derived from the key and rotation; `generated`: random, kept across
+    the project's name with the rotation, repeated up to MinIO's 8
+    characters, see providers.credentials; `generated`: random, kept across
     updates until `rotation` changes) and is always a secret output. `read`
     reports out-of-band changes (user disabled, policy detached or edited,
     secret reset, added to a group, service accounts made for it) in
