@@ -469,7 +469,8 @@ def test_user_logs_in_with_the_project_name_and_keeps_an_earlier_hashed_password
     inputs = acl_user.check({}, props("redis", "cache", "acl_user", owner, owner)).inputs
     outs = acl_user.create(inputs).outs
     assert outs["password"] == owner and tenant(outs).ping()
-    ident, hashed = Identity.from_props(inputs), hashed_password(Identity.from_props(inputs), owner)
+    ident = Identity.from_props(inputs)
+    hashed = hashed_password(ident, owner)
     # What an earlier release's create ran, with its password: the server and the state as it left them.
     earlier = {**outs, **acl_user._apply(acl_user._instances["cache"], ident, AclUserSpec(), hashed, inputs["stack"])}
     assert acl_user.diff("id", earlier, inputs).changes is False
