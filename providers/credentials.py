@@ -20,9 +20,12 @@ complete it, both computable by hand:
 
 Earlier releases derived `dev-` and 24 hex digits of a SHA-256 instead
 (`hashed_password`). A login holding such a password keeps it while its
-`credentials` and `rotation` stay as they are, for the services hold it; a
-new `rotation` value (e.g. `rotation: 0` where the param was absent) gives it
-the project-name password above.
+`credentials` and `rotation` stay as they are, for the services hold it, and
+so does a new PostgreSQL database whose project role has one (the role is the
+login of all its databases). A new `rotation` value moves it to the
+project-name password: `rotation: 0` where the param was absent (on every
+database of the project on that instance: they share the role), `rotation: 1`
+on a MinIO access key (its rotation is 0 already).
 
 generated: random, made once by the provider, returned as a secret output and
 kept encrypted in the state.
@@ -67,7 +70,7 @@ def password_for(ident: Identity, principal: str, policy: str, previous: str | N
     """
     derived, hashed = predictable_password(ident.owner, rotation, minimum), hashed_password(ident, principal)
     if policy == "predictable":
-        return previous if previous is not None and previous == hashed else derived
+        return previous if previous == hashed else derived
     if previous and previous not in (derived, hashed):  # a login just moved from predictable never keeps that one
         return previous
     return secrets.token_urlsafe(24)
