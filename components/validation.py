@@ -412,12 +412,25 @@ def _check_shared_logins(decls, owner: str, workspace: WorkspaceConfig, report: 
     for (uses, kind), group in sharing.items():
         if len(group) < 2:
             continue
+        rotations = {_rotation(decl) for _, decl in group}
         for i, decl in group:
+            if len(rotations) > 1 and _rotation(decl) != _rotation(group[0][1]):
+                report.add(("resources", i, "params", "rotation"),
+                           f"the {len(group)} {kind} declarations of project {owner!r} on instance {uses!r} all log in as "
+                           f"the project's one role, whose password follows `rotation`: one differing would change it "
+                           f"back and forth at every up (give each the same rotation, "
+                           f"{_shown(_rotation(group[0][1]))} as {format_path(('resources', group[0][0]))} has)")
             if decl.credentials == "generated":
                 report.add(("resources", i, "credentials"),
                            f"the {len(group)} {kind} declarations of project {owner!r} on instance {uses!r} all log in as "
                            f"the project's one role, so a generated password would replace the others' (use "
                            f"`credentials: predictable` on each, or declare a `user` for a login with its own password)")
+
+
+def _rotation(decl: ResourceDecl) -> Any:
+    """A declaration's `rotation` param as its login's password reads it (absent and null alike)."""
+    value = decl.params.get("rotation") if isinstance(decl.params, dict) else None
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _check_clashes(decls, owner: str, workspace: WorkspaceConfig, report: _Report) -> None:
@@ -715,8 +728,8 @@ def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, work
         for key, sharer in objects:
             other = claimed.setdefault(key, (*here, decl.uses, sharer))
             if sharer is not None and other[3] == sharer and other[2] != decl.uses:
-                # Its password follows the instance name (predictable) or the declaration (generated):
-                # each up would set it for one name and break the other's login, for ever.
+                # A generated password follows the declaration, and an earlier release's derived one the
+                # instance name: each up would set it for one name and break the other's login, for ever.
                 problems.append(Problem(
                     relative, f"resources[{i}].uses", file.line(("resources", i, "uses")) if file else None,
                     f"every {decl.kind} of project {project.name!r} logs in as its one {instance.engine} {key[3]} "

@@ -106,7 +106,10 @@ CASES = [
     (db() + "  - uses: pg\n    kind: database\n    name: shop  # <-\n", "resources[1].name", "collides with p0/devstack.yaml resources[0]"),
     (HEADER + "resources:\n  - {uses: pg, kind: database, name: my-db}\n  - {uses: pg, kind: database, name: my_db}  # <-\n",
      "resources[1].name", "'my_db' on instance 'pg'"),
-    # one login role per project and instance: its databases cannot each generate a password
+    # one login role per project and instance: its databases share one rotation ...
+    (db() + "  - uses: pg\n    kind: database\n    name: orders\n    params:\n      rotation: 1  # <-\n",
+     "resources[1].params.rotation", "whose password follows `rotation`: one differing would change it back and forth"),
+    # ... and cannot each generate a password
     (db() + "  - uses: pg\n    kind: database\n    name: orders\n    credentials: generated  # <-\n",
      "resources[1].credentials", "all log in as the project's one role"),
     # services
@@ -330,6 +333,9 @@ def test_databases_sharing_the_login_role_may_only_share_a_predictable_password(
     other_instance = {**WORKSPACE, "shared": {**WORKSPACE["shared"], "pg2": {**WORKSPACE["shared"]["pg"], "port": 25433}}}
     apart = db("    credentials: generated\n") + second.replace("uses: pg", "uses: pg2") + "    credentials: generated\n"
     assert problems(tmp_path / "d", apart, workspace=other_instance) == []  # one role per instance
+    (tmp_path / "e").mkdir()
+    rotated = "    params: {rotation: 1}\n"
+    assert problems(tmp_path / "e", db(rotated) + second + rotated) == []  # one rotation for the role: fine
 
 
 def test_collision_across_projects_names_both_files(tmp_path):
@@ -360,8 +366,9 @@ def test_one_server_under_two_instance_names_is_one_namespace(tmp_path):
 
 
 def test_a_projects_databases_on_two_names_of_one_server_are_refused(tmp_path):
-    """They log in as the project's one role, whose predictable password follows the instance name: each up
-    set it for one name and broke the other's login, and up and refresh never settled."""
+    """They log in as the project's one role, whose generated password follows the declaration (and an earlier
+    release's derived one the instance name): each up set it for one name and broke the other's login, and up
+    and refresh never settled."""
     workspace = ONE_SERVER_TWO_NAMES
     text = HEADER + "resources:\n  - uses: pg\n    kind: database\n  - uses: pg2  # <-\n    kind: database\n    name: moved\n"
     (problem,) = problems(tmp_path, text, workspace=workspace)
