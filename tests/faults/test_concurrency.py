@@ -70,8 +70,9 @@ def test_two_workspaces_in_parallel_five_rounds(tmp_path, pulumi_command, admin,
                 assert len(indexes) == (0 if index % 2 else 2) and len(set(indexes)) == len(indexes)
         for side in "ab":
             live = sweep(f"{prefix}-{side}", shared, admin, dry_run=True)
-            # The standing project and the last round's churn: two of each, plus the churn's index.
-            assert live == {"postgres": 4, "redis": 5, "minio": 2, "localstack": 2, "nats": 2, "kafka": 2}
+            # The standing project and the last round's churn: two of each, plus the churn's index (and
+            # each MinIO bucket's own key: its user and policy).
+            assert live == {"postgres": 4, "redis": 5, "minio": 6, "localstack": 2, "nats": 2, "kafka": 2}
     finally:
         for stack, _work, _files in sides:
             stack.destroy()

@@ -37,8 +37,9 @@ from tools.pulumi_env import BIN_DIR
 pytestmark = pytest.mark.timeout(240)
 
 PROJECTS = 4  # 24 tenant resources: enough for a run to be killed in its middle
-#: Objects the sweep counts per resource: a database is also its role, an ACL user also its marker.
-OBJECTS = {"postgres": 2, "redis": 2}
+#: Objects the sweep counts per resource: a database is also its role, an ACL user also its marker, a
+#: MinIO bucket also its own key (user and policy).
+OBJECTS = {"postgres": 2, "redis": 2, "minio": 3}
 
 
 def progress(env: dict[str, str]) -> tuple[int, int]:
