@@ -48,6 +48,7 @@ from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack.errors import DevstackError
 from devstack.ledger import short_stack_name
+from devstack.ledger_cli import add_output_options
 from providers import registry
 from providers.errors import first_line
 from providers.instances import SharedInstance, instances_from_config, parse_object
@@ -575,7 +576,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
     parser.add_argument("--backend-url", help="the Pulumi backend (default: $PULUMI_BACKEND_URL, else the checkout's file backend)")
     parser.add_argument("--work-dir", type=Path, default=None, help="directory of the program and stack config")
-    parser.add_argument("--json", action="store_true", help="JSON (devstack/schemas/doctor.schema.json)")
+    add_output_options(parser, "doctor.schema.json")
     parser.set_defaults(func=_run)
 
 
@@ -589,7 +590,8 @@ def _run(args: argparse.Namespace) -> int:
     plain, secure = _plain_config(root, args.workspace)
     report = diagnose(config, root, args.workspace, unreadable=unreadable, plaintext=frozenset(plain))
     report.problems += plaintext_in_history(backend_url, root, args.workspace, secure)
-    print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
+    if not args.quiet:
+        print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     return 0 if report.ok else 1
 
 

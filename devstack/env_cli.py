@@ -21,7 +21,7 @@ import sys
 
 from devstack import ledger
 from devstack.errors import InvalidQuery
-from devstack.ledger_cli import add_stack_options, emit_json, guarded, open_from
+from devstack.ledger_cli import add_output_options, add_stack_options, emit_json, guarded, note, open_from
 
 #: The exit status of a command that cannot be started, as shells report it.
 NOT_STARTED = 127
@@ -37,7 +37,7 @@ def run_env(args: argparse.Namespace) -> int:
         shown = value if var in found.secret_vars and not found.secrets_shown else shlex.quote(value)
         print(f"{var}={shown}")
     if found.secret_vars and not found.secrets_shown:
-        print(f"secrets masked: {', '.join(found.secret_vars)} (--show-secrets shows them)", file=sys.stderr)
+        note(args, f"secrets masked: {', '.join(found.secret_vars)} (--show-secrets shows them)")
     return 0
 
 
@@ -46,15 +46,14 @@ def _environment(args: argparse.Namespace, show_secrets: bool) -> ledger.Service
     stack = open_from(args)
     found = ledger.service_env(stack, args.project, args.service, show_secrets=show_secrets)
     if ledger.last_up_failed(stack):
-        print("warning: the last `pulumi up` failed, and Pulumi keeps the stack outputs of the last one that "
-              "finished: values changed since (a rotated password, say) may be old here; run `pulumi up`",
-              file=sys.stderr)
+        note(args, "warning: the last `pulumi up` failed, and Pulumi keeps the stack outputs of the last one that "
+             "finished: values changed since (a rotated password, say) may be old here; run `pulumi up`")
     # A refresh found the login changed behind Pulumi's back: what the outputs hold for it no longer works.
     stale = [str(t.ident) for t in ledger.tracked_resources(stack)
              if t.ident.owner == args.project and t.props.get("passwordInSync") is False]
     if stale:
-        print(f"warning: a refresh found that the password of {', '.join(stale)} no longer works (changed behind "
-              f"Pulumi's back): values built on it fail until `pulumi up` sets it again", file=sys.stderr)
+        note(args, f"warning: a refresh found that the password of {', '.join(stale)} no longer works (changed "
+             f"behind Pulumi's back): values built on it fail until `pulumi up` sets it again")
     return found
 
 
@@ -108,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("service")
     add_stack_options(p)
     p.add_argument("--show-secrets", action="store_true", help="print secret values instead of [secret]")
-    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/env.schema.json)")
+    add_output_options(p, "env.schema.json")
     p.set_defaults(func=run_env)
 
     p = subparsers.add_parser("exec", help="run a command with a service's environment (secrets never touch a file)",

@@ -97,7 +97,9 @@ def _elsewhere(marked: str, mark: str) -> str:
 def reconcile(
     workspace: str, mark: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
 ) -> GcReport:
-    """Sort every scanned resource into managed, orphan, foreign or another workspace's; list stale ledger entries.
+    """Sort every scanned resource into managed, orphan, retained, foreign or another workspace's; list stale
+    ledger entries. Orphans belong to projects the workspace no longer lists; retained ones, outside the
+    ledger, to projects it still lists.
 
     `mark` is the workspace this stack's markers record (marker_workspace): only a resource marked
     so is ever this workspace's orphan. One marked with the stack's bare name (as markers were before
@@ -116,7 +118,7 @@ def reconcile(
     scanned_servers = {servers[name] for name in scanned}
     ledger = {key: t for t in tracked
               if filters.matches(t.ident) and (key := _ledger_key(t, servers)) is not None and key[0] in scanned_servers}
-    managed, orphans, foreign, others, matched = 0, [], [], [], set()
+    managed, orphans, retained, foreign, others, matched = 0, [], [], [], [], set()
     for key, f in unique.items():
         if f.owner is None:
             if filters.project is None:
@@ -139,8 +141,14 @@ def reconcile(
         elif f.stack == mark and f.doubt:
             others.append(_item(f, f"{f.doubt}: not provably this workspace's, so gc leaves it; drop it by hand "
                                    f"if it is"))
+        elif f.stack == mark and f.owner in projects:
+            # Its entry left the devstack.yaml of a project still here (retainOnDelete kept the data), or a
+            # killed up made it unrecorded: the spec keeps it until asked (--include-retained).
+            retained.append(_item(f, f"marked for this workspace, not in the ledger, of project {f.owner!r} which "
+                                     f"the workspace still lists (its entry was removed, the data retained)"))
         elif f.stack == mark:
-            orphans.append(_item(f, "marked for this workspace but not in the ledger"))
+            orphans.append(_item(f, f"marked for this workspace but not in the ledger, of project {f.owner!r} "
+                                    f"which the workspace no longer lists"))
         else:
             others.append(_item(f, _elsewhere(f.stack, mark) if f.stack else "its marker records no workspace"))
     stale = [
@@ -150,7 +158,7 @@ def reconcile(
         for key, t in sorted(ledger.items(), key=lambda item: item[1].sort_key) if key not in matched
     ]
     return GcReport(workspace=workspace, filters=filters, scanned=scanned, managed=managed, orphans=orphans,
-                    stale=stale, foreign=foreign, other_workspaces=others, pruned=[], errors=errors)
+                    retained=retained, stale=stale, foreign=foreign, other_workspaces=others, pruned=[], errors=errors)
 
 
 def prune(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], list[GcError]]:

@@ -13,17 +13,22 @@ runs, targeted at it. So `devstack db create orders` and adding
 by hand followed by `pulumi up` are the same operation with the same result.
 
     devstack resource create ENGINE KIND [NAME] [--project P] [--instance I]
-                             [--param k=v ...] [--credentials predictable|generated] [--yes]
-    devstack db create|rm [NAME]         postgres database
+                             [--param k=v ...] [--credentials predictable|generated]
+    devstack db create|rm [NAME]         postgres database (and `db gc`: resource gc --engine postgres)
     devstack s3 mb|rb [NAME]             bucket on minio or localstack (--engine picks)
     devstack queue add|rm [NAME]         localstack queue
     devstack topic add|rm [NAME]         kafka topic
     devstack stream add|rm [NAME]        nats stream
 
-A NAME left out means the project's own (the entry omits `name:`). `rm`
-removes the declaration and retains the resource and its data; with
-`--purge-data` it first sets `purge: true` and updates, then removes the
-entry and updates again, so the provider drops the data.
+A NAME left out means the project's own (the entry omits `name:`); a
+--project left out, the current directory's (the devstack.yaml found
+walking up from it) when the workspace lists it. A create asks nothing (it
+drops nothing) and prints the attributes, secrets masked. `rm` removes the
+declaration and retains the resource and its data; with `--purge-data`
+(asked first, or --yes) it first sets `purge: true` and updates, then
+removes the entry and updates again, so the provider drops the data.
+Every verb takes --json or --quiet, and holds the checkout's lock on the
+workspace from its read of the file to its update: a second verb waits.
 
 The `resource` group is shared with devstack.ledger_cli (list/show/gc/rm):
 whichever module registers first creates `subparsers.add_parser("resource")`
@@ -34,6 +39,7 @@ finds it in `subparsers.choices["resource"]` and adds to `._devstack_sub`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -48,7 +54,7 @@ from typing import Any
 
 import yaml
 from pulumi import automation as auto
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from components import templates
 from components.models import WorkspaceConfig, shared_ref
@@ -57,11 +63,21 @@ from components.yamlfile import load_yaml_if_usable, refuse_special_file, stack_
 from devstack import cli, ledger, yamledit
 from devstack.errors import Aborted, DevstackError, EngineError, IdentityConflict, InvalidQuery, NotFound
 from devstack.ledger import EXCEPTION_LINE
-from devstack.ledger_cli import add_stack_options, open_from, resource_group
+from devstack.ledger_cli import (
+    add_gc_options,
+    add_lock_option,
+    add_output_options,
+    add_stack_options,
+    lock_wait,
+    open_from,
+    quiet_stdout,
+    resource_group,
+    run_gc,
+)
 from providers import errors as provider_errors
 from providers import registry
+from providers.identity import Identity
 from providers.instances import SharedInstance, parse_object
-from tools.pulumi_env import cancelled_gracefully_on_interrupt
 
 Confirm = Callable[[str], bool]
 Out = Callable[[str], None]
@@ -116,6 +132,8 @@ class Workspace:
     config: WorkspaceConfig
     #: The stack config's keys as `of` read them, so `check` need not ask the CLI again.
     config_keys: frozenset[str] | None = None
+    #: How preview and update meet another run's lock on the stack.
+    lock_wait: ledger.LockWait = field(default_factory=ledger.LockWait)
 
     @classmethod
     def of(cls, stack: auto.Stack) -> Workspace:
@@ -170,12 +188,17 @@ class Workspace:
         return refs
 
     def project(self, name: str | None) -> ProjectRef:
-        """The project named `name` (or whose file is `name`); with None, the only project."""
+        """The project named `name` (or whose file is `name`); with None, the current directory's project
+        (the devstack.yaml found walking up from it) when the workspace lists it, else the only project."""
         refs = self.projects()
         if name is None:
+            here = current_project(refs)
+            if here is not None:
+                return here
             if len(refs) != 1:
                 raise InvalidQuery("pick", "a project", f"workspace {self.config.name!r} has {len(refs)} projects: "
-                                   f"{', '.join(r.name for r in refs) or 'none'}", "name one with --project")
+                                   f"{', '.join(r.name for r in refs) or 'none'}",
+                                   "name one with --project, or run the command in its directory")
             return refs[0]
         for ref in refs:
             if name in (ref.name, ref.relative):
@@ -229,6 +252,17 @@ class Workspace:
         except auto.errors.CommandError as err:
             raise _cli_error("read", f"the state of stack {self.stack.name!r}", err) from err
         return deployment.get("resources") or []
+
+
+def current_project(refs: Sequence[ProjectRef], here: Path | None = None) -> ProjectRef | None:
+    """The project among `refs` whose devstack.yaml is the first one found walking up from `here` (the
+    current directory); None when there is none, or the workspace does not list the one found."""
+    here = (here or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        found = directory / "devstack.yaml"
+        if found.is_file():
+            return next((ref for ref in refs if ref.path.resolve() == found.resolve()), None)
+    return None
 
 
 def _scratch_root(tmp: Path, projects: list[str]) -> Path:
@@ -441,8 +475,10 @@ Plan = tuple[list[str], bool]  # the URNs to target, and whether their dependent
 def preview(target: Target, out: Out, plan: Plan | None = None) -> dict[str, int]:
     """Preview the update of exactly `target` (plus ancestors it needs); the counts of changes."""
     urns, dependents = plan or target.targets()
+    ws = target.workspace
     try:
-        return _changes(target.workspace.stack.preview(target=urns, target_dependents=dependents, on_output=out))
+        return _changes(ledger.waiting_for_lock(ws.stack, "preview", target.what, ws.lock_wait, lambda: (
+            ws.stack.preview(target=urns, target_dependents=dependents, on_output=out))))
     except auto.errors.CommandError as err:
         raise _cli_error("preview", target.what, err) from err
 
@@ -450,9 +486,11 @@ def preview(target: Target, out: Out, plan: Plan | None = None) -> dict[str, int
 def update(target: Target, plan: Plan | None = None) -> auto.UpResult:
     """Run the update for `target` alone (and what depends on it)."""
     urns, dependents = plan or target.targets()
+    ws = target.workspace
     try:
-        with cancelled_gracefully_on_interrupt():
-            return target.workspace.stack.up(target=urns, target_dependents=dependents)
+        # Each try cancels gracefully on Ctrl-C; a Ctrl-C while waiting between tries stops at once.
+        return ledger.waiting_for_lock(ws.stack, "update", target.what, ws.lock_wait, lambda: ledger.gracefully(
+            lambda: ws.stack.up(target=urns, target_dependents=dependents)))
     except auto.errors.CommandError as err:
         raise _cli_error("update", target.what, err) from err
 
@@ -697,11 +735,32 @@ def column_value(attributes: dict[str, Any], path: str) -> Any:
 # --- command line ------------------------------------------------------------
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+class VerbReport(ledger._Model):
+    """What `resource create`, an alias's add or its removal did (--json)."""
+
+    workspace: str
+    action: str = Field(description="create or remove")
+    id: str = Field(description="canonical identity: engine/instance/kind/name@owner")
+    project: str
+    engine: str
+    instance: str
+    kind: str
+    name: str
+    file: str = Field(description="the project's devstack.yaml, relative to the work dir")
+    file_changed: bool
+    changes: dict[str, int] = Field(description="the targeted update's counts of changes, by operation")
+    data_dropped: bool = Field(description="a removal with --purge-data dropped the data")
+    attributes: dict[str, Any] = Field(description="a create's attributes; secret ones read \"[secret]\"")
+
+
+def _common(parser: argparse.ArgumentParser, schema: str) -> None:
     add_stack_options(parser)
-    parser.add_argument("--project", "-p", help="the project, by name (default: the workspace's only project)")
+    parser.add_argument("--project", "-p", help="the project, by name (default: the current directory's, when "
+                        "the workspace lists it, else the workspace's only project)")
     parser.add_argument("--instance", help="the shared instance (default: the only one of the engine)")
-    parser.add_argument("--yes", "-y", action="store_true", help="do not ask before updating")
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
+    add_output_options(parser, schema)
+    add_lock_option(parser)
 
 
 def _create_options(parser: argparse.ArgumentParser) -> None:
@@ -712,23 +771,24 @@ def _create_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `resource create` and the per-domain aliases."""
+    """Add `resource create` and the per-domain aliases (and `db gc`, resource gc of postgres)."""
     create_parser = resource_group(subparsers).add_parser(
         "create", help="declare a resource in a project's devstack.yaml and create it",
         description="Add the declaration to the project's devstack.yaml, preview it, and update it alone.")
     create_parser.add_argument("engine", choices=registry.engines())
     create_parser.add_argument("kind")
     create_parser.add_argument("name", nargs="?", help="the name (default: the project's)")
-    _common(create_parser)
+    _common(create_parser, "resource-create.schema.json")
     _create_options(create_parser)
     create_parser.set_defaults(func=_run_create, engines=None)
     for command, (engines, kind, add_verb, rm_verb) in ALIASES.items():
-        group = subparsers.add_parser(command, help=f"{kind}s ({'/'.join(engines)}): {add_verb}, {rm_verb}")
+        extra = ", gc" if command == "db" else ""
+        group = subparsers.add_parser(command, help=f"{kind}s ({'/'.join(engines)}): {add_verb}, {rm_verb}{extra}")
         verbs = group.add_subparsers(dest=f"{command}_command", required=True)
         for verb, func in ((add_verb, _run_create), (rm_verb, _run_remove)):
             parser = verbs.add_parser(verb, help=f"{'declare and create' if func is _run_create else 'remove'} a {kind}")
             parser.add_argument("name", nargs="?", help="the name (default: the project's)")
-            _common(parser)
+            _common(parser, "resource-create.schema.json" if func is _run_create else "alias-rm.schema.json")
             if func is _run_create:
                 _create_options(parser)
             else:
@@ -736,10 +796,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             if len(engines) > 1:
                 parser.add_argument("--engine", choices=engines, help="which engine, when the workspace has several")
             parser.set_defaults(func=func, engines=engines, kind=kind)
+        if command == "db":
+            parser = verbs.add_parser("gc", help="resource gc --engine postgres")
+            add_gc_options(parser, engine=False)
+            parser.set_defaults(func=run_gc, engine="postgres")
 
 
 def _open(args: argparse.Namespace) -> Workspace:
-    return Workspace.of(open_from(args))
+    ws = Workspace.of(open_from(args))
+    ws.lock_wait = lock_wait(args)
+    return ws
 
 
 def _target(args: argparse.Namespace, ws: Workspace) -> Target:
@@ -753,37 +819,68 @@ def _target(args: argparse.Namespace, ws: Workspace) -> Target:
     return resolve(ws, engines, args.kind, name, args.project, args.instance)
 
 
+def _progress(args: argparse.Namespace) -> Out:
+    """Where pulumi's preview goes: stdout; stderr under --json (stdout holds the report alone)."""
+    return (lambda line: print(line, file=sys.stderr)) if args.json else print
+
+
 def _run_create(args: argparse.Namespace) -> int:
     def action() -> int:
         params = parse_params(args.param)
-        target = _target(args, _open(args))
-        outcome = create(target, params, args.credentials, _confirm(args), print)
-        _report(target, outcome, "created")
+        ws = _open(args)
+        # The file's read, edit and update in one piece: a second verb on the workspace waits here.
+        with ledger.verb_lock(ws.stack, "create", args.name or "the project's own resource", ws.lock_wait):
+            target = _target(args, ws)
+            # A create drops nothing: no question (the preview still shows what the update does).
+            outcome = create(target, params, args.credentials, _yes, _progress(args))
+        _report(args, target, outcome, "created")
         return 0
 
-    return _guarded(action)
+    return _guarded(args, action)
 
 
 def _run_remove(args: argparse.Namespace) -> int:
     def action() -> int:
-        target = _target(args, _open(args))
-        outcome = remove(target, args.purge_data, _confirm(args), print)
-        _report(target, outcome, "dropped" if args.purge_data else "removed (retained)")
+        ws = _open(args)
+        with ledger.verb_lock(ws.stack, "remove", args.name or "the project's own resource", ws.lock_wait):
+            target = _target(args, ws)
+            # Retained (no --purge-data), the data stays: only a drop asks first.
+            confirm = _confirm(args) if args.purge_data else _yes
+            outcome = remove(target, args.purge_data, confirm, _progress(args))
+        _report(args, target, outcome, "dropped" if args.purge_data else "removed (retained)")
         return 0
 
-    return _guarded(action)
+    return _guarded(args, action)
 
 
-def _report(target: Target, outcome: Outcome, done: str) -> None:
+def _report(args: argparse.Namespace, target: Target, outcome: Outcome, done: str) -> None:
+    created = done == "created"
+    shown = attributes(target, outcome.outputs or _stack_outputs(target)) if created else {}
+    if args.json:
+        ident = Identity(target.instance.engine, target.instance.name, target.kind, target.name, target.project.name)
+        print(json.dumps(VerbReport(
+            workspace=target.workspace.stack.name, action="create" if created else "remove", id=str(ident),
+            project=target.project.name, engine=target.instance.engine, instance=target.instance.name,
+            kind=target.kind, name=target.name, file=target.project.relative, file_changed=outcome.file_changed,
+            changes=outcome.changes, data_dropped=done == "dropped" and bool(outcome.changes.get("delete")),
+            attributes=shown).as_json(), indent=2, sort_keys=True))
+        return
     if not outcome.changes and not outcome.file_changed:
         print(f"{target.what}: nothing to change")
-        return
-    summary = ", ".join(f"{n} {op}" for op, n in sorted(outcome.changes.items())) or "no update"
-    print(f"{target.what}: {done} ({summary}; {target.project.relative}"
-          f"{' updated' if outcome.file_changed else ' unchanged'})")
-    if done == "created":
-        for name, value in attributes(target, outcome.outputs).items():
-            print(f"  {name}: {value}")
+    else:
+        summary = ", ".join(f"{n} {op}" for op, n in sorted(outcome.changes.items())) or "no update"
+        print(f"{target.what}: {done} ({summary}; {target.project.relative}"
+              f"{' updated' if outcome.file_changed else ' unchanged'})")
+    for name, value in shown.items():
+        print(f"  {name}: {value}")
+
+
+def _stack_outputs(target: Target) -> dict[str, Any]:
+    """The stack's outputs, for the attributes of a create that changed nothing (no update ran)."""
+    try:
+        return target.workspace.stack.outputs()
+    except auto.errors.CommandError as err:
+        raise _cli_error("read the outputs of", target.what, err) from err
 
 
 def _confirm(args: argparse.Namespace) -> Confirm:
@@ -799,10 +896,11 @@ def _confirm(args: argparse.Namespace) -> Confirm:
     return ask
 
 
-def _guarded(action: Callable[[], int]) -> int:
+def _guarded(args: argparse.Namespace, action: Callable[[], int]) -> int:
     """Run a verb; typed errors become their message on stderr and their exit code."""
     try:
-        return action()
+        with quiet_stdout(args):
+            return action()
     except InvalidDeclaration as err:
         for problem in err.problems:
             print(f"error: {problem}", file=sys.stderr)

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
+import getpass
 import hashlib
 import json
 import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import takewhile
@@ -688,22 +691,144 @@ def file_backend_root(backend_url: str, work_dir: Path) -> Path | None:
     return Path(os.path.normpath(Path(work_dir) / unquote(path)))
 
 
-def _refuse_when_locked(stack: auto.Stack, verb: str, what: str) -> None:
-    """Raise (nothing changed) when another run holds the stack's lock, before any data is dropped:
-    the ledger edit after the drops would fail on it. Only a file backend's locks can be seen from here;
-    on others the edit's own failure says what was dropped."""
-    root = file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""), Path(stack.workspace.work_dir))
-    short = short_name(stack)
-    locks = _lock_files(root, stack.workspace.project_settings().name, short)
-    if locks:
+#: How long a verb waits for another run's lock on the stack, in seconds, unless --lock-wait or
+#: $DEVSTACK_LOCK_WAIT says otherwise: long enough for an `up` of the examples, short enough to notice.
+DEFAULT_LOCK_WAIT = 300.0
+
+
+def _stderr(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """How a verb meets a stack another run has locked: it waits at most `seconds`, telling `say` whose
+    lock it waits on (once per holder)."""
+
+    seconds: float = DEFAULT_LOCK_WAIT
+    say: Callable[[str], None] = _stderr
+
+    @classmethod
+    def default(cls, say: Callable[[str], None] = _stderr) -> LockWait:
+        """The wait $DEVSTACK_LOCK_WAIT sets (seconds), else DEFAULT_LOCK_WAIT."""
+        raw = os.environ.get("DEVSTACK_LOCK_WAIT", "")
         try:
-            held = json.loads(locks[0].read_text())
-            by = f"pid {held.get('pid')} of {held.get('username')}@{held.get('hostname')}, since {held.get('timestamp')}"
-        except (OSError, ValueError, AttributeError):
-            by = f"lock file {locks[0]}"
-        raise EngineError(verb, what, f"the stack is locked by another pulumi run ({by})",
-                          f"nothing was dropped; wait for that run to end, or if none is running, "
-                          f"`pulumi cancel --stack {short}`")
+            return cls(max(0.0, float(raw)) if raw.strip() else DEFAULT_LOCK_WAIT, say)
+        except ValueError:
+            raise InvalidQuery("read", f"DEVSTACK_LOCK_WAIT={raw!r}", "not a number of seconds",
+                               "set it to e.g. 300, or unset it") from None
+
+
+class _Waiting:
+    """One bounded wait: its deadline, and the holder last announced."""
+
+    def __init__(self, wait: LockWait, name: str) -> None:
+        self.wait, self.name = wait, name
+        self.started = time.monotonic()
+        self.announced: str | None = None
+
+    def met(self, holder: str, verb: str, what: str) -> None:
+        """Another run holds the lock: say so (once per holder), or fail once the wait is over."""
+        waited = time.monotonic() - self.started
+        if waited >= self.wait.seconds:
+            raise EngineError(verb, what, f"stack {self.name!r} stayed locked by {holder} for the {waited:.0f}s "
+                              f"this verb waits (--lock-wait)", "nothing was changed by this run; wait for that "
+                              f"one to end and run it again, or if none is running, `devstack recover -w {self.name}`")
+        if holder != self.announced:
+            self.wait.say(f"waiting for the lock on stack {self.name!r} held by {holder} (at most "
+                          f"{self.wait.seconds - waited:.0f}s more)")
+            self.announced = holder
+
+    def pause(self, interval: float = 0.2) -> None:
+        time.sleep(min(interval, max(0.0, self.wait.seconds - (time.monotonic() - self.started))))
+
+
+def lock_holder(stack: auto.Stack) -> str | None:
+    """Who holds the stack's Pulumi lock, as its lock file says (`pid P of user@host, since T`); None when
+    no lock file is there (unlocked, or a backend whose locks cannot be seen from here)."""
+    locks = _lock_files(_backend_root(stack), stack.workspace.project_settings().name, short_name(stack))
+    if not locks:
+        return None
+    try:
+        held = json.loads(locks[0].read_text())
+        return f"pid {held.get('pid')} of {held.get('username')}@{held.get('hostname')}, since {held.get('timestamp')}"
+    except (OSError, ValueError, AttributeError):  # released while read, or not Pulumi's
+        return f"the run of lock file {locks[0]}"
+
+
+def _backend_root(stack: auto.Stack) -> Path | None:
+    return file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""), Path(stack.workspace.work_dir))
+
+
+def wait_while_locked(stack: auto.Stack, verb: str, what: str, wait: LockWait) -> None:
+    """Return once no other run holds the stack's lock (on a file backend, where it can be seen), waiting
+    for it at most `wait.seconds`; EngineError, nothing changed, naming the holder when the wait is over.
+
+    Called before data is dropped: the ledger edit after the drops would fail on the lock, and an `up`
+    holding it records what it makes only once made (gc would take its new resources for orphans)."""
+    waiting = _Waiting(wait, short_name(stack))
+    while (holder := lock_holder(stack)) is not None:
+        waiting.met(holder, verb, what)
+        waiting.pause()
+
+
+def waiting_for_lock(stack: auto.Stack, verb: str, what: str, wait: LockWait, call: Callable[[], Any]) -> Any:
+    """`call()` (one pulumi command on `stack`), run again once the lock it met is released.
+
+    A command that meets another run's lock fails at once without doing anything, so running it again
+    is safe. The wait is bounded by `wait.seconds`: then EngineError names the holder."""
+    waiting = _Waiting(wait, short_name(stack))
+    while True:
+        try:
+            return call()
+        except auto.errors.ConcurrentUpdateError:
+            waiting.met(lock_holder(stack) or "another pulumi run", verb, what)
+            while lock_holder(stack) is not None and time.monotonic() - waiting.started < wait.seconds:
+                waiting.pause()
+            if _backend_root(stack) is None:  # no lock file to watch: try again a second later
+                waiting.pause(1.0)
+
+
+@contextmanager
+def verb_lock(stack: auto.Stack, verb: str, what: str, wait: LockWait) -> Iterator[None]:
+    """Hold the checkout's lock on the workspace for a verb that edits its devstack.yaml files or ledger.
+
+    Two verbs at once would each read a devstack.yaml, add their entry and write it back, and one entry
+    would be lost; the second waits here instead (bounded by `wait`), told whose verb it waits for. The
+    lock is an flock on `<work dir>/.devstack/locks/<stack>.lock`, released when its holder exits,
+    however; the file names the holder for the waiter's message.
+    """
+    path = Path(stack.workspace.work_dir) / ".devstack" / "locks" / f"{short_name(stack)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        waiting = _Waiting(wait, short_name(stack))
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waiting.met(_verb_holder(path), verb, what)
+                waiting.pause()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "username": getpass.getuser(), "hostname": socket.gethostname(),
+                                  "verb": f"{verb} {what}", "since": datetime.now().astimezone().isoformat(
+                                      timespec="seconds")}).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _verb_holder(path: Path) -> str:
+    """The devstack verb holding the checkout's lock, as its lock file names it."""
+    try:
+        held = json.loads(path.read_text())
+        return (f"devstack pid {held['pid']} of {held['username']}@{held['hostname']} ({held['verb']}), "
+                f"since {held['since']}")
+    except (OSError, ValueError, KeyError, TypeError):  # taken a moment ago, not written yet
+        return "another devstack verb"
 
 
 def _lock_files(root: Path | None, project: str, short: str) -> list[Path]:
@@ -745,11 +870,25 @@ class Removal(_Model):
     error: str | None = Field(default=None, description="why it stopped part-way (the other fields say what it did)")
 
 
-def _state_delete(stack: auto.Stack, urns: list[str]) -> None:
-    """Un-track resources: `pulumi state delete` (one CLI call), never an engine call."""
-    if urns:
-        with cancelled_gracefully_on_interrupt():
-            run_cli(stack, "state", "delete", *urns, "--yes")
+def gracefully(command: Callable[[], Any]) -> Any:
+    """One pulumi command that a Ctrl-C lets cancel (cancelled_gracefully_on_interrupt)."""
+    with cancelled_gracefully_on_interrupt():
+        return command()
+
+
+def _state_delete(stack: auto.Stack, urns: list[str], wait: LockWait) -> None:
+    """Un-track resources: `pulumi state delete` (one CLI call, again once a lock it meets is released),
+    never an engine call."""
+    if not urns:
+        return
+    workspace, args = stack.workspace, ["state", "delete", *urns, "--yes", "--stack", stack.name, "--non-interactive"]
+
+    try:
+        # Each try cancels gracefully on Ctrl-C; a Ctrl-C while waiting between tries stops at once.
+        waiting_for_lock(stack, "un-track", f"{len(urns)} resource(s)", wait, lambda: gracefully(
+            lambda: workspace.pulumi_command.run(args, workspace.work_dir, dict(workspace.env_vars))))
+    except auto.errors.CommandError as err:
+        raise EngineError("run `pulumi state delete` on", f"stack {stack.name!r}", cli_error(err)) from err
 
 
 def _dependents(tracked: Iterable[Tracked], urns: set[str]) -> list[Tracked]:
@@ -778,6 +917,7 @@ def remove_resource(
     purge_data: bool = False,
     confirm: Confirm | None = None,
     before: Callable[[Resource], None] | None = None,
+    lock_wait: LockWait | None = None,
 ) -> Removal:
     """Un-track one resource; with `purge_data`, drop its data first (after `confirm`).
 
@@ -787,7 +927,9 @@ def remove_resource(
     Without purge_data only the ledger changes (`pulumi state delete`): the
     data stays and a later `pulumi up` that still declares it adopts it again.
     Refuses (InvalidQuery, nothing changed) a resource others depend on.
+    Another run's lock on the stack is waited for (`lock_wait`, LockWait.default() when None).
     """
+    wait = lock_wait or LockWait.default()
     validate_filters(engine, kind, project)
     tracked = tracked_resources(stack)
     target = find_resource(tracked, name, engine=engine, project=project, kind=kind, verb="remove")
@@ -804,7 +946,7 @@ def remove_resource(
         before(Resource.of(target))
     dropped = gone = False
     if purge_data:
-        _refuse_when_locked(stack, "drop the data of", str(target.ident))
+        wait_while_locked(stack, "drop the data of", str(target.ident), wait)
         _require_confirmation(confirm, f"drop the data of {target.ident} in {target.ident.engine} "
                                        f"instance {target.ident.instance!r}")
         dropped = drop_data(instances_config(stack), target.ident, target.props)
@@ -812,7 +954,7 @@ def remove_resource(
     done = Removal(workspace=stack.name, resource=Resource.of(target), untracked=False,
                    data_dropped=dropped, already_gone=gone)
     try:
-        _state_delete(stack, [target.urn])
+        _state_delete(stack, [target.urn], wait)
     except EngineError as err:
         if not dropped:
             raise
@@ -830,6 +972,7 @@ class Destruction(_Model):
     """What `devstack destroy` did."""
 
     workspace: str
+    project: str | None = Field(default=None, description="the one project destroyed; null: the whole workspace")
     untracked: list[str] = Field(description="ids of the tenant resources removed from the ledger")
     dropped: list[str] = Field(description="ids whose data was dropped (only with purge_data)")
     already_gone: list[str] = Field(description="ids purge_data found nothing to drop for")
@@ -867,26 +1010,34 @@ def drop_order(tracked: list[Tracked]) -> list[Tracked]:
     return ordered
 
 
-def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confirm | None = None) -> Destruction:
-    """Empty the stack. Without purge_data every tenant resource is only un-tracked: data stays.
+def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confirm | None = None,
+                  lock_wait: LockWait | None = None, project: str | None = None) -> Destruction:
+    """Empty the stack, or with `project` take that project's tenant resources out of it. Without
+    purge_data every tenant resource is only un-tracked: data stays.
 
     With purge_data (after `confirm`) each tenant resource's data is dropped
     through its provider first, dependents first, one engine call each. Then
     the tenant resources leave the ledger (`pulumi state delete`, so no
     provider delete can run whatever `purge` says) and `pulumi destroy`
-    removes what is left (components, outputs). A drop that fails raises
-    before the ledger changes: what was dropped is "already gone" on a rerun.
+    removes what is left (components, outputs); with `project`, there is no
+    `pulumi destroy`: the other projects stay, and so does the project's
+    component (the next `up` declares the project again while the workspace
+    lists it, and deletes the component once it does not). A drop that fails
+    raises before the ledger changes: what was dropped is "already gone" on
+    a rerun. Another run's lock on the stack is waited for (`lock_wait`).
     """
-    tracked = tracked_resources(stack)
+    wait = lock_wait or LockWait.default()
+    tracked = [t for t in tracked_resources(stack) if project in (None, t.ident.owner)]
+    scope = f"project {project!r} of workspace {stack.name!r}" if project else f"workspace {stack.name!r}"
     dropped, gone = [], []
 
     def done(untracked: bool = False) -> Destruction:
-        return Destruction(workspace=stack.name, untracked=[str(t.ident) for t in tracked] if untracked else [],
-                           dropped=dropped, already_gone=gone)
+        return Destruction(workspace=stack.name, project=project, dropped=dropped, already_gone=gone,
+                           untracked=[str(t.ident) for t in tracked] if untracked else [])
 
     if purge_data and tracked:
-        _refuse_when_locked(stack, "drop the data of", f"workspace {stack.name!r}")
-        _require_confirmation(confirm, f"drop the data of {len(tracked)} resources of workspace {stack.name!r}: "
+        wait_while_locked(stack, "drop the data of", scope, wait)
+        _require_confirmation(confirm, f"drop the data of {len(tracked)} resources of {scope}: "
                                        + ", ".join(str(t.ident) for t in tracked))
         config = instances_config(stack)
         _refuse_other_workspaces(config, tracked)
@@ -902,7 +1053,7 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
                                          "ledger is unchanged: `pulumi refresh`, then destroy again"),
                                done()) from err
     try:
-        _state_delete(stack, [t.urn for t in tracked])
+        _state_delete(stack, [t.urn for t in tracked], wait)
     except EngineError as err:
         if not dropped:
             raise
@@ -910,11 +1061,15 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
                                    f"the data of {len(dropped)} resource(s) was dropped, and the ledger still "
                                    "lists them: once the stack is free, `pulumi refresh`, then destroy again"),
                        done()) from err
+    if project is not None:
+        return done(untracked=True)
     try:
-        with cancelled_gracefully_on_interrupt():
-            stack.destroy()
+        waiting_for_lock(stack, "destroy", f"stack {stack.name!r}", wait, lambda: gracefully(stack.destroy))
     except auto.errors.CommandError as err:
         raise _stopped(EngineError("destroy", f"stack {stack.name!r}", cli_error(err)), done(untracked=True)) from err
+    except EngineError as err:  # locked past the wait: the tenant resources are out of the ledger already
+        raise _stopped(EngineError(err.verb, err.what, err.cause, "its tenant resources left the ledger; once the "
+                                   "stack is free, destroy again to remove the rest"), done(untracked=True)) from err
     return done(untracked=True)
 
 
@@ -1090,7 +1245,10 @@ class GcReport(_Model):
     filters: Filters
     scanned: list[str] = Field(description="instances scanned completely")
     managed: int = Field(description="resources both in the engine and in the ledger")
-    orphans: list[GcItem]
+    orphans: list[GcItem] = Field(description="of projects the workspace no longer lists: --prune drops them")
+    retained: list[GcItem] = Field(description="this workspace's, outside the ledger, of projects it still lists "
+                                               "(their entry left the devstack.yaml): dropped only with "
+                                               "--include-retained")
     stale: list[GcItem]
     foreign: list[GcItem]
     other_workspaces: list[GcItem] = Field(description="marked by devstack for another workspace: never touched")
@@ -1132,7 +1290,9 @@ def collect_garbage(
     kind: str | None = None,
     project: str | None = None,
     prune: bool = False,
+    include_retained: bool = False,
     confirm: Confirm | None = None,
+    lock_wait: LockWait | None = None,
 ) -> GcReport:
     """Scan every instance in scope and reconcile with the ledger.
 
@@ -1142,6 +1302,9 @@ def collect_garbage(
     for another workspace are listed apart and never touched either. With
     `prune` (after `confirm`), each orphan is dropped by its provider: one
     engine call per orphan, nothing else (the ledger is not changed).
+    Retained: marked for this workspace, outside the ledger, of a project it
+    still lists (an entry taken out of its devstack.yaml, data retained);
+    pruned only with `include_retained` too.
     """
     from components.yamlfile import encryption_salt
     from devstack import gc as reconcile
@@ -1151,28 +1314,30 @@ def collect_garbage(
     if prune:
         # An up running on this stack makes resources it records only once each is made: they would
         # look like this workspace's orphans.
-        _refuse_when_locked(stack, "prune", "orphans")
+        wait_while_locked(stack, "prune", "orphans", lock_wait or LockWait.default())
     config = instances_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))
     # The program knows its stack by the short name (`local` of `organization/local`), as the config file is named.
     short = short_name(stack)
     mark = marker_workspace(short, encryption_salt(Path(stack.workspace.work_dir), short))
     report = reconcile.reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
-    if not (prune and report.orphans):
+    doomed = report.orphans + (report.retained if include_retained else [])
+    if not (prune and doomed):
         return report
-    _require_confirmation(confirm, f"drop {len(report.orphans)} orphans: "
-                                   + ", ".join(f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}" for o in report.orphans))
+    _require_confirmation(confirm, f"drop {len(report.orphans)} orphans"
+                          + (f" and {len(report.retained)} retained" if include_retained else "") + ": "
+                          + ", ".join(f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}" for o in doomed))
     # While the question was open, an up may have adopted one (this workspace's, or another's that
-    # re-marked it): drop only what a fresh scan, against the ledger as it is now, still finds orphaned.
+    # re-marked it): drop only what a fresh scan, against the ledger as it is now, still finds so.
     fresh = reconcile.reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
-    still = {orphan.same_object for orphan in fresh.orphans}
+    still = {item.same_object for item in fresh.orphans + (fresh.retained if include_retained else [])}
     left = [GcError(engine=o.engine, instance=o.instance,
                     error=f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}: "
                           + ("no longer an orphan when confirmed (adopted or re-marked meanwhile)"
                              if o.instance in fresh.scanned else "could not be scanned again once confirmed")
                           + "; left as it is")
-            for o in report.orphans if o.same_object not in still]
-    pruned, errors = reconcile.prune(config, [o for o in report.orphans if o.same_object in still])
+            for o in doomed if o.same_object not in still]
+    pruned, errors = reconcile.prune(config, [o for o in doomed if o.same_object in still])
     return report.model_copy(update={"pruned": pruned, "errors": report.errors + left + errors})
 
 

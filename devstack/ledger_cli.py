@@ -2,17 +2,20 @@
 
     devstack resource list [--workspace W] [--project P] [--engine E] [--kind K] [--json] [--limit N] [--cursor C]
     devstack resource show NAME [--engine E] [--project P] [--kind K] [--json] [--show-secrets]
-    devstack resource gc [--engine E] [--kind K] [--project P] [--prune] [--yes] [--json]
+    devstack resource gc [--engine E] [--kind K] [--project P] [--prune [--include-retained]] [--yes] [--json]
     devstack resource rm NAME [--engine E] [--project P] [--kind K] [--purge-data] [--yes] [--json]
-    devstack destroy [--purge-data] [--yes] [--json]
+    devstack workspace destroy [--project P] [--purge-data] [--yes] [--json]   (alias: devstack destroy)
     devstack recover [--json]
 
 Every command also takes --workspace/-w (the stack, default `local`),
 --backend-url (default: $PULUMI_BACKEND_URL, else the checkout's file
-backend) and --work-dir (program and stack config, default: the checkout).
-Typed errors print their message on stderr and exit with their code
-(devstack.errors); argparse exits 2 on unknown flags. --json output follows
-the schemas in devstack/schemas/.
+backend) and --work-dir (program and stack config, default: the checkout),
+and --json or --quiet (nothing but errors); those that change the ledger
+wait for another run's lock on the stack (--lock-wait SECONDS, default
+$DEVSTACK_LOCK_WAIT, else 300), saying on stderr whose lock. Typed
+errors print their message on stderr and exit with their code
+(devstack.errors); argparse exits 2 on unknown flags. --json output
+follows the schemas in devstack/schemas/.
 
 The `resource` group is shared with devstack.imperative: whichever module
 registers first creates it and keeps its sub-subparsers on the parser as
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +61,46 @@ def add_stack_options(parser: argparse.ArgumentParser) -> None:
                         help="directory of the program and stack config (default: the checkout)")
 
 
+def add_output_options(parser: argparse.ArgumentParser, schema: str) -> None:
+    """--json (a report, devstack/schemas/<schema>) or --quiet (nothing but errors; the exit code says it)."""
+    way = parser.add_mutually_exclusive_group()
+    way.add_argument("--json", action="store_true", help=f"JSON (devstack/schemas/{schema})")
+    way.add_argument("--quiet", "-q", action="store_true",
+                     help="print nothing but errors: the exit code says the outcome")
+
+
+def add_lock_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lock-wait", type=float, metavar="SECONDS",
+                        help="how long to wait for another run's lock on the stack before giving up "
+                        f"(default: $DEVSTACK_LOCK_WAIT, else {ledger.DEFAULT_LOCK_WAIT:.0f})")
+
+
+def note(args: argparse.Namespace, text: str) -> None:
+    """A remark on stderr (a count, a warning, what it waits for): not with --quiet."""
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr, flush=True)
+
+
+def lock_wait(args: argparse.Namespace) -> ledger.LockWait:
+    """How long the verb waits for another run's lock, saying on stderr whose lock it waits on."""
+    say = lambda text: note(args, text)  # noqa: E731
+    if getattr(args, "lock_wait", None) is None:
+        return ledger.LockWait.default(say)
+    if args.lock_wait < 0:
+        raise InvalidQuery("wait", f"--lock-wait {args.lock_wait:g}", "a negative number of seconds", "pass 0 or more")
+    return ledger.LockWait(args.lock_wait, say)
+
+
+@contextmanager
+def quiet_stdout(args: argparse.Namespace) -> Iterator[None]:
+    """With --quiet, what the verb (and pulumi's progress through it) prints on stdout goes nowhere."""
+    if not getattr(args, "quiet", False):
+        yield
+        return
+    with open(os.devnull, "w") as devnull, redirect_stdout(devnull):
+        yield
+
+
 def work_dir_option(args: argparse.Namespace) -> dict[str, Path]:
     """--work-dir as a keyword for the ledger functions (their default: the checkout)."""
     return {"work_dir": args.work_dir} if args.work_dir else {}
@@ -70,7 +115,8 @@ def guarded(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
 
     def run(args: argparse.Namespace) -> int:
         try:
-            return action(args)
+            with quiet_stdout(args):
+                return action(args)
         except DevstackError as err:
             if err.done is not None and getattr(args, "json", False):
                 emit_json(err.done)  # stopped part-way: a script still learns what was done
@@ -149,7 +195,7 @@ def run_list(args: argparse.Namespace) -> int:
     print(table(rows, header) if rows else "no resources")
     shown = f"{len(page.items)} of {page.total}"
     more = f"; next page: --cursor {page.next_cursor}" if page.next_cursor else ""
-    print(f"{shown} resources in workspace {page.workspace!r}{more}", file=sys.stderr)
+    note(args, f"{shown} resources in workspace {page.workspace!r}{more}")
     return 0
 
 
@@ -176,8 +222,7 @@ def run_show(args: argparse.Namespace) -> int:
     ]
     print("\n".join(lines))
     if detail.secret_attributes and not detail.secrets_shown:
-        print(f"secret attributes redacted: {', '.join(detail.secret_attributes)} (--show-secrets shows them)",
-              file=sys.stderr)
+        note(args, f"secret attributes redacted: {', '.join(detail.secret_attributes)} (--show-secrets shows them)")
     return 0
 
 
@@ -190,14 +235,18 @@ def _gc_rows(items: list[ledger.GcItem]) -> list[list[str]]:
 
 @guarded
 def run_gc(args: argparse.Namespace) -> int:
-    report = ledger.collect_garbage(open_from(args), engine=args.engine, kind=args.kind, project=args.project,
-                                    prune=args.prune, confirm=confirmer(args))
+    stack, wait = open_from(args), lock_wait(args)
+    with ledger.verb_lock(stack, "prune", "orphans", wait) if args.prune else nullcontext():
+        report = ledger.collect_garbage(stack, engine=args.engine, kind=args.kind, project=args.project,
+                                        prune=args.prune, include_retained=args.include_retained,
+                                        confirm=confirmer(args), lock_wait=wait)
     if args.json:
         emit_json(report)
     else:
         header = ["ENGINE", "INSTANCE", "KIND", "ENGINE NAME", "PROJECT", "WORKSPACE", "WHY"]
         print(f"scanned {', '.join(report.scanned) or 'nothing'}; {report.managed} managed resources match the ledger")
-        for title, items in (("orphans", report.orphans), ("stale", report.stale), ("foreign", report.foreign)):
+        for title, items in (("orphans", report.orphans), ("retained", report.retained), ("stale", report.stale),
+                             ("foreign", report.foreign)):
             print(f"{title}: {len(items)}")
             if items:
                 print(table(_gc_rows(items), header) + "\n")
@@ -209,6 +258,8 @@ def run_gc(args: argparse.Namespace) -> int:
             print(f"\npruned: {', '.join(report.pruned)}")
         elif report.orphans and not args.prune:
             print("\nnothing dropped (report only): --prune drops the orphans after confirmation")
+        if report.retained and not (args.prune and args.include_retained):
+            print("retained ones stay: --prune --include-retained drops them too")
     for error in report.errors:
         print(f"{error.engine} instance {error.instance!r}: {error.error}", file=sys.stderr)
     return 8 if report.errors else 0
@@ -219,19 +270,21 @@ def run_gc(args: argparse.Namespace) -> int:
 
 @guarded
 def run_rm(args: argparse.Namespace) -> int:
-    stack = open_from(args)
+    stack, wait = open_from(args), lock_wait(args)
     edits: list[tuple[Path, str, str]] = []
-    # The file side: without it the next `pulumi up` would declare and adopt it again. Checked
-    # before the ledger changes, as `pulumi preview` would check it (an import of the entry, say).
-    removal = ledger.remove_resource(stack, args.name, engine=args.engine, project=args.project,
-                                     kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args),
-                                     before=lambda resource: edits.extend(_declaration_edit(stack, resource)))
     from devstack import imperative
 
-    for path, text, relative in edits:
-        imperative.write_text(path, text)
-        if not args.json:
-            print(f"removed its declaration from {relative}")
+    with ledger.verb_lock(stack, "remove", args.name, wait):
+        # The file side: without it the next `pulumi up` would declare and adopt it again. Checked
+        # before the ledger changes, as `pulumi preview` would check it (an import of the entry, say).
+        removal = ledger.remove_resource(stack, args.name, engine=args.engine, project=args.project,
+                                         kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args),
+                                         before=lambda resource: edits.extend(_declaration_edit(stack, resource)),
+                                         lock_wait=wait)
+        for path, text, relative in edits:
+            imperative.write_text(path, text)
+            if not args.json:
+                print(f"removed its declaration from {relative}")
     if args.json:
         emit_json(removal.model_copy(update={"edited": [relative for _, _, relative in edits]}))
     elif removal.data_dropped:
@@ -283,12 +336,19 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
 
 @guarded
 def run_destroy(args: argparse.Namespace) -> int:
-    result = ledger.destroy_stack(open_from(args), purge_data=args.purge_data, confirm=confirmer(args))
+    stack, wait = open_from(args), lock_wait(args)
+    if args.project is not None and not args.project.strip():
+        raise InvalidQuery("destroy", "--project ''", "the value is empty", "name a project, or leave --project out "
+                           "to destroy the whole workspace")
+    with ledger.verb_lock(stack, "destroy", f"workspace {stack.name!r}", wait):
+        result = ledger.destroy_stack(stack, purge_data=args.purge_data, confirm=confirmer(args), lock_wait=wait,
+                                      project=args.project)
     if args.json:
         emit_json(result)
         return 0
     kept = len(result.untracked) - len(result.dropped) - len(result.already_gone)
-    print(f"workspace {result.workspace!r} destroyed: {len(result.untracked)} resources removed from the ledger, "
+    what = f"project {result.project!r} of workspace" if result.project else "workspace"
+    print(f"{what} {result.workspace!r} destroyed: {len(result.untracked)} resources removed from the ledger, "
           f"{len(result.dropped)} dropped with their data, {kept} kept in their engines"
           + (f", {len(result.already_gone)} already gone" if result.already_gone else ""))
     return 0
@@ -318,6 +378,25 @@ def _filters(parser: argparse.ArgumentParser, *, kind: bool = True) -> None:
         parser.add_argument("--kind", "-k", help="only this kind (exact match)")
 
 
+_DESTROY = "empty the workspace's stack, or take one project out of it; data stays unless --purge-data"
+
+
+def add_gc_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> None:
+    """The options of `resource gc` (`db gc` fixes the engine)."""
+    add_stack_options(parser)
+    parser.add_argument("--project", "-p", help="only this project (exact match)")
+    if engine:
+        parser.add_argument("--engine", "-e", help="only this engine (exact match)")
+    parser.add_argument("--kind", "-k", help="only this kind (exact match)")
+    parser.add_argument("--prune", action="store_true", help="drop the orphans (asks first, or --yes)")
+    parser.add_argument("--include-retained", action="store_true",
+                        help="with --prune, drop the retained ones too: their entry left the devstack.yaml of a "
+                        "project still in the workspace")
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping")
+    add_output_options(parser, "resource-gc.schema.json")
+    add_lock_option(parser)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `resource list|show|gc|rm` and `destroy`."""
     group = resource_group(subparsers)
@@ -328,7 +407,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", "-n", type=int, default=ledger.DEFAULT_LIMIT,
                    help=f"rows per page, 1 to {ledger.MAX_LIMIT} (default {ledger.DEFAULT_LIMIT})")
     p.add_argument("--cursor", help="next_cursor of the previous page (same filters only)")
-    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-list.schema.json)")
+    add_output_options(p, "resource-list.schema.json")
     p.set_defaults(func=run_list)
 
     p = group.add_parser("show", help="one resource: attributes, owner, engine, kind, created and modified")
@@ -336,15 +415,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_stack_options(p)
     _filters(p)
     p.add_argument("--show-secrets", action="store_true", help="show secret attributes instead of [secret]")
-    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-show.schema.json)")
+    add_output_options(p, "resource-show.schema.json")
     p.set_defaults(func=run_show)
 
-    p = group.add_parser("gc", help="scan the engines and reconcile with the ledger: orphans, stale, foreign")
-    add_stack_options(p)
-    _filters(p)
-    p.add_argument("--prune", action="store_true", help="drop the orphans (asks first, or --yes)")
-    p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping")
-    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-gc.schema.json)")
+    p = group.add_parser("gc", help="scan the engines and reconcile with the ledger: orphans, retained, stale, "
+                         "foreign")
+    add_gc_options(p)
     p.set_defaults(func=run_gc)
 
     p = group.add_parser("rm", help="remove a resource from the ledger; --purge-data drops its data first")
@@ -353,18 +429,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _filters(p)
     p.add_argument("--purge-data", action="store_true", help="drop the data in the engine too (asks first, or --yes)")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
-    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/resource-rm.schema.json)")
+    add_output_options(p, "resource-rm.schema.json")
+    add_lock_option(p)
     p.set_defaults(func=run_rm)
 
-    p = subparsers.add_parser("destroy", help="empty the workspace's stack; data stays unless --purge-data")
-    add_stack_options(p)
-    p.add_argument("--purge-data", action="store_true", help="drop every tenant resource's data (asks first, or --yes)")
-    p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
-    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/destroy.schema.json)")
-    p.set_defaults(func=run_destroy)
+    workspace = subparsers.add_parser("workspace", help="the workspace as a whole: destroy")
+    verbs = workspace.add_subparsers(dest="workspace_command", required=True)
+    for p in (verbs.add_parser("destroy", help=_DESTROY), subparsers.add_parser("destroy", help=f"{_DESTROY} "
+                                                                                "(workspace destroy)")):
+        add_stack_options(p)
+        p.add_argument("--project", "-p", help="only this project's resources (the others and the stack stay)")
+        p.add_argument("--purge-data", action="store_true", help="drop the resources' data (asks first, or --yes)")
+        p.add_argument("--yes", "-y", action="store_true", help="do not ask before dropping data")
+        add_output_options(p, "destroy.schema.json")
+        add_lock_option(p)
+        p.set_defaults(func=run_destroy)
 
     p = subparsers.add_parser("recover", help="after a killed `pulumi up`: repair the backend, unlock, "
                               "resolve pending operations against the engines")
     add_stack_options(p)
-    p.add_argument("--json", action="store_true", help="JSON (devstack/schemas/recover.schema.json)")
+    add_output_options(p, "recover.schema.json")
     p.set_defaults(func=run_recover)

@@ -357,3 +357,66 @@ def test_recover_breaks_only_the_killed_runs_lock_not_one_taken_since(tmp_path, 
     with pytest.raises(EngineError, match="locked"):  # its refresh meets the new run's lock
         ledger.recover("local", sandbox.env["PULUMI_BACKEND_URL"], tmp_path, env=sandbox.env)
     assert started_since.exists() and not (locks / "killed.json").exists()
+
+
+#: Every verb, with the arguments it requires.
+VERBS = [
+    ["resource", "create", "postgres", "database"], ["resource", "list"], ["resource", "show", "x"],
+    ["resource", "rm", "x"], ["resource", "gc"], ["db", "create"], ["db", "rm"], ["db", "gc"], ["s3", "mb"],
+    ["s3", "rb"], ["queue", "add"], ["queue", "rm"], ["topic", "add"], ["topic", "rm"], ["stream", "add"],
+    ["stream", "rm"], ["workspace", "destroy"], ["destroy"], ["env", "p", "s"], ["doctor"], ["recover"],
+]
+
+
+@pytest.mark.parametrize("argv", VERBS, ids=" ".join)
+def test_every_verb_takes_json_or_quiet(argv):
+    from devstack import cli
+
+    parser = cli.parser()
+    for flag in ("--json", "--quiet"):
+        assert getattr(parser.parse_args([*argv, flag]), flag[2:]) is True
+    with pytest.raises(SystemExit):  # one or the other
+        parser.parse_args([*argv, "--json", "--quiet"])
+
+
+def test_db_gc_is_resource_gc_of_postgres():
+    from devstack import cli, ledger_cli
+
+    args = cli.parser().parse_args(["db", "gc", "--prune", "--include-retained", "-p", "shop"])
+    assert (args.func, args.engine, args.project, args.prune, args.include_retained) == (
+        ledger_cli.run_gc, "postgres", "shop", True, True)
+
+
+def test_quiet_prints_nothing_but_errors(box):
+    done = box.cli("resource", "list", "-w", "err", "--quiet")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    done = box.cli("resource", "show", "alpha", "-w", "err", "-q")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    done = box.cli("resource", "show", "main", "-w", "err", "--quiet")
+    assert (done.returncode, done.stdout) == (Ambiguous.exit_code, "")
+    assert done.stderr.startswith("cannot show resource 'main': 2 resources match")
+
+
+def test_workspace_destroy_of_one_project_waits_for_the_lock_then_takes_that_project_out(tmp_path):
+    """`workspace destroy --project alpha` un-tracks alpha's resources only (the stack and beta's stay).
+    Another run's lock: it waits, naming the holder, and past --lock-wait fails with nothing changed."""
+    from devstack import ledger
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("one", create=True)
+    rows = [{"engine": "postgres", "instance": "pg", "kind": "database", "name": o, "owner": o}
+            for o in ("alpha", "beta")]
+    import_state(stack, synthetic_resources("one", rows))
+    lock = Path(sandbox.env["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "locks" / "organization" \
+        / "devstack" / "one" / "held.json"
+    lock.parent.mkdir(parents=True, exist_ok=True)  # the backend keeps the directory between runs
+    lock.write_text(json.dumps({"pid": 4242, "username": "u", "hostname": "h", "timestamp": "2026-11-30T10:00:00Z"}))
+    held = sandbox.cli("workspace", "destroy", "--project", "alpha", "--lock-wait", "1", "-w", "one")
+    assert held.returncode == 8, held.stderr
+    assert "waiting for the lock on stack 'one' held by pid 4242 of u@h" in held.stderr
+    assert "stayed locked by pid 4242 of u@h" in held.stderr
+    assert len(ledger.tracked_resources(stack)) == 2
+    lock.unlink()
+    done = sandbox.cli_json("workspace", "destroy", "--project", "alpha", "-w", "one")
+    assert (done["project"], done["untracked"]) == ("alpha", ["postgres/pg/database/alpha@alpha"])
+    assert [str(t.ident) for t in ledger.tracked_resources(stack)] == ["postgres/pg/database/beta@beta"]

@@ -206,11 +206,11 @@ def planted(sandbox: Sandbox, admin, local_shared):
 
 def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
     mark = marker_workspace(workspace, encryption_salt(Path(stack.workspace.work_dir), workspace))  # what its up writes
-    orphans = set()
+    retained = set()  # marked for this workspace, outside its ledger, of a project it still lists
     for engine, instance, kind, name, params in orphan_plan(p):
         made.append((engine, instance, kind, name, p))
         create(config, engine, instance, kind, name, p, mark, params)
-        orphans.add((engine, kind, engine_name(engine, kind, name, p)))
+        retained.add((engine, kind, engine_name(engine, kind, name, p)))
     others = {
         "other": f"{workspace}-other",
         # A stack of the same name with a ledger of its own (another clone's): its live resource.
@@ -225,7 +225,7 @@ def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
     made.append(("redis", "cache", "acl_user", "legacy", p))
     create(config, "redis", "cache", "acl_user", "legacy", p, workspace)
     others["legacy"] = workspace
-    orphans.add(("postgres", "role", f"{gone}_gone"))  # its project left the workspace
+    orphans = {("postgres", "role", f"{gone}_gone")}  # its project left the workspace
     stale_rows = [("postgres", "pg", "database", f"{p}-stale"), ("redis", "cache", "acl_user", "stale"),
                   ("minio", "objects", "bucket", "stale"), ("localstack", "aws", "queue", "stale"),
                   ("nats", "events", "kv", "stale"), ("kafka", "kafka", "topic", "stale")]
@@ -235,7 +235,8 @@ def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
     import_state(stack, synthetic_resources(workspace, rows))
     foreign = plant_foreign(config, p)
     return Planted({"stack": stack, "sandbox": sandbox, "config": config, "workspace": workspace, "project": p,
-                    "orphans": orphans, "stale": {(e, k, engine_name(e, k, n, p)) for e, _, k, n in stale_rows},
+                    "gone": gone, "orphans": orphans, "retained": retained,
+                    "stale": {(e, k, engine_name(e, k, n, p)) for e, _, k, n in stale_rows},
                     "foreign": {(e, k, n) for e, (k, n) in foreign.items()},
                     "others": {("redis", "acl_user", f"{p}-{name}") for name in others}})
 
@@ -251,12 +252,15 @@ def keys(items) -> set[tuple[str, str, str]]:
     return {(i["engine"], i["kind"], i["engine_name"]) for i in items}
 
 
-def test_gc_reports_then_prunes_only_orphans(planted):
+def test_gc_reports_then_prunes_only_orphans(planted, validator):
     box, workspace, p = planted["sandbox"], planted["workspace"], planted["project"]
     report = box.cli_json("resource", "gc", "-w", workspace)
+    validator("resource-gc.schema.json", report)
     assert report["errors"] == []
     assert sorted(report["scanned"]) == ["aws", "cache", "events", "kafka", "objects", "pg"]
     assert keys(report["orphans"]) == planted["orphans"]
+    assert keys(report["retained"]) == planted["retained"]
+    assert all("which the workspace still lists" in i["reason"] for i in report["retained"])
     assert keys(report["stale"]) == planted["stale"]
     assert planted["foreign"] <= keys(report["foreign"])
     assert planted["others"] <= keys(report["other_workspaces"])
@@ -265,28 +269,32 @@ def test_gc_reports_then_prunes_only_orphans(planted):
     assert report["managed"] == 1
     reasons = {(i["kind"], i["engine_name"]): i["reason"] for i in report["orphans"]}
     assert "no longer lists" in reasons[("role", next(n for e, k, n in planted["orphans"] if n.endswith("_gone")))]
-    assert all(i["name"] for i in report["orphans"])  # every orphan maps back to a declaration name
+    assert all(i["name"] for i in report["orphans"] + report["retained"])  # each maps back to a declaration name
 
     # Scope: --engine scans only that engine; --kind and --project narrow to what is marked for that project.
     only_kafka = ledger.collect_garbage(planted["stack"], engine="kafka")
     assert only_kafka.scanned == ["kafka"]
-    assert keys(only_kafka.as_json()["orphans"]) == {o for o in planted["orphans"] if o[0] == "kafka"}
+    assert keys(only_kafka.as_json()["retained"]) == {o for o in planted["retained"] if o[0] == "kafka"}
     queues = ledger.collect_garbage(planted["stack"], kind="queue", project=p)
     assert queues.scanned == ["aws"] and queues.foreign == []
-    assert keys(queues.as_json()["orphans"]) == {("localstack", "queue", f"{p}-q")}
+    assert keys(queues.as_json()["retained"]) == {("localstack", "queue", f"{p}-q")}
     assert keys(queues.as_json()["stale"]) == {("localstack", "queue", f"{p}-stale")}
 
     # --prune asks first: without a terminal and --yes nothing is dropped.
     refused = box.cli("resource", "gc", "--prune", "-w", workspace)
     assert refused.returncode == Aborted.exit_code and "not confirmed" in refused.stderr
 
-    # The refusal dropped nothing: every orphan is still there for --yes to prune.
+    # The refusal dropped nothing. --prune drops the orphans only; the retained stay, listed as such.
     pruned = box.cli_json("resource", "gc", "--prune", "--yes", "-w", workspace)
     assert pruned["errors"] == [] and keys(pruned["orphans"]) == planted["orphans"]
-    assert len(pruned["pruned"]) == len(planted["orphans"]) == 19
+    assert pruned["pruned"] == [f"postgres/pg/role/gone@{planted['gone']}"]
+    assert keys(ledger.collect_garbage(planted["stack"]).as_json()["retained"]) == planted["retained"]
+    # --include-retained drops them too, quietly: the exit code says it went well.
+    quiet = box.cli("resource", "gc", "--prune", "--include-retained", "--yes", "--quiet", "-w", workspace)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
 
     after = ledger.collect_garbage(planted["stack"]).as_json()
-    assert after["orphans"] == [] and after["managed"] == 1
+    assert after["orphans"] == after["retained"] == [] and after["managed"] == 1
     # The orphan whose project left the workspace was in the ledger: now it is stale there.
     gone_role = next(o for o in planted["orphans"] if o[2].endswith("_gone"))
     assert keys(after["stale"]) == planted["stale"] | {gone_role}
@@ -389,11 +397,12 @@ def test_an_update_of_the_workspace_alone_re_marks_every_kind(admin, local_share
 def test_outside_the_ledger_only_this_ledgers_own_mark_is_an_orphan(monkeypatch, admin, local_shared):
     """Not in the ledger, nothing proves a bare-named or another ledger's marker is this workspace's."""
     config = workspace_config(local_shared, admin, "this", [])
-    kinds = {"this@c0ffee": "orphans", "this": "other_workspaces", "this@beef00": "other_workspaces"}
-    for stack, where in kinds.items():
+    kinds = {("this@c0ffee", False): "orphans", ("this@c0ffee", True): "retained",
+             ("this", True): "other_workspaces", ("this@beef00", True): "other_workspaces"}
+    for (stack, listed), where in kinds.items():
         monkeypatch.setattr(gc, "_scan_all", lambda instances, filters, stack=stack: (
             [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
-        report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, {"shop"}, [])
+        report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, {"shop"} if listed else set(), [])
         assert [o.engine_name for o in getattr(report, where)] == ["shop-logs"], stack
 
 
@@ -439,8 +448,9 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
         provider.update(created.id, created.outs, props)
         return True
 
-    report = ledger.collect_garbage(planted["stack"], kind="queue", project=p, prune=True, confirm=adopt_then_confirm)
-    assert [o.engine_name for o in report.orphans] == [queue] and report.pruned == []
+    report = ledger.collect_garbage(planted["stack"], kind="queue", project=p, prune=True, include_retained=True,
+                                    confirm=adopt_then_confirm)
+    assert [o.engine_name for o in report.retained] == [queue] and report.pruned == []
     assert [e.error for e in report.errors] == [
         f"localstack/aws/queue/{queue}: no longer an orphan when confirmed (adopted or re-marked meanwhile); "
         "left as it is"]
@@ -491,7 +501,8 @@ def test_a_login_role_a_cut_purge_left_without_its_database_is_an_orphan_that_pr
     the refresh `devstack recover` runs then forgets the database. gc lists what is left as that
     database, and --prune finishes the drop."""
     with database_cut_short(local_shared, admin, "cut", "DROP DATABASE {}") as (config, instance, p):  # the purge
-        report = gc.reconcile("cut", "cut@c0ffee", ledger.validate_filters("postgres", "database", p), config, {p}, [])
+        # Its project no longer in the workspace: an orphan (still listed, it would be retained).
+        report = gc.reconcile("cut", "cut@c0ffee", ledger.validate_filters("postgres", "database", p), config, set(), [])
         assert [o.engine_name for o in report.orphans] == [p]
         assert gc.prune(config, report.orphans) == ([f"postgres/pg/database/{p}@{p}"], [])
         with _pg(instance) as conn:

@@ -160,6 +160,10 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     env = sandbox.cli("env", a, "api", "-w", "rmd")
     assert env.returncode == 0, env.stderr
     assert env.stdout.splitlines() == ["DATABASE_URL=[secret]", "PGHOST=127.0.0.1", f"PGUSER={db_a}"]
+    assert "secrets masked: DATABASE_URL" in env.stderr
+    quiet = sandbox.cli("env", a, "api", "-w", "rmd", "--quiet")  # nothing but the exit code
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    assert sandbox.cli("env", a, "nope", "-w", "rmd", "--quiet").stderr.startswith("cannot read the environment")
     shown = sandbox.cli_json("env", a, "api", "-w", "rmd", "--show-secrets")
     assert shown["env"]["DATABASE_URL"].startswith(f"postgresql://{db_a}:") and shown["secret_vars"] == ["DATABASE_URL"]
     validator("env.schema.json", shown)
@@ -226,6 +230,14 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     assert f"postgres/pg/database/{b}@{b}" in {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
     (sandbox.work / files[1]).write_text(written)
 
+    # workspace destroy --project: that project's resources alone leave the ledger, their data kept.
+    one = sandbox.cli_json("workspace", "destroy", "--project", b, "-w", "rmd")
+    validator("destroy.schema.json", one)
+    assert (one["project"], one["untracked"], one["dropped"]) == (b, [f"postgres/pg/database/{b}@{b}"], [])
+    remaining.remove(f"postgres/pg/database/{b}@{b}")
+    assert {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]} == remaining
+    assert database_exists(admin, db_b)
+
     # destroy without --purge-data keeps every resource's data, even one declared with purge: true.
     destroyed = sandbox.cli_json("destroy", "-w", "rmd")
     assert sorted(destroyed["untracked"]) == sorted(remaining) and destroyed["dropped"] == []
@@ -259,8 +271,9 @@ def test_destroy_purge_data_drops_everything_after_confirmation(sandbox, admin, 
 
 def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(sandbox, admin, local_shared, names,
                                                                              validator):
-    """Another run holds the stack's lock: rm and destroy --purge-data refuse before any drop (the ledger
-    edit after them would fail). An engine down half-way: the JSON report lists the drops before it."""
+    """Another run holds the stack's lock: rm and destroy --purge-data wait for it, and once --lock-wait
+    passes stop before any drop (the ledger edit after them would fail), naming the holder. An engine
+    down half-way: the JSON report lists the drops before it."""
     from tools.engines.base import closed_port
 
     a, _ = names
@@ -275,14 +288,15 @@ def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(san
     relative = replace(sandbox, env={**sandbox.env, "PULUMI_BACKEND_URL": "file://" + os.path.relpath(locks.parent.parent, sandbox.work)})
     for verb, spelled in ((("resource", "rm", a, "--kind", "acl_user"), sandbox), (("destroy",), sandbox),
                           (("destroy",), relative)):
-        refused = spelled.cli(*verb, "--purge-data", "--yes", "--json", "-w", "half")
+        refused = spelled.cli(*verb, "--purge-data", "--yes", "--json", "--lock-wait", "1", "-w", "half")
         assert refused.returncode == EngineError.exit_code, refused.stderr
-        assert "the stack is locked by another pulumi run (pid 4242 of u@h" in refused.stderr
-        assert "nothing was dropped" in refused.stderr and refused.stdout == ""
+        assert "waiting for the lock on stack 'half' held by pid 4242 of u@h" in refused.stderr
+        assert "stayed locked by pid 4242 of u@h, since 2026-11-30T10:00:00Z" in refused.stderr
+        assert "nothing was changed by this run" in refused.stderr and refused.stdout == ""
         assert database_exists(admin, db_a) and acl_user_exists(admin, local_shared, a)
     # gc --prune too: the running up's resources not recorded yet would look like orphans.
-    refused = sandbox.cli("resource", "gc", "--prune", "--yes", "-w", "half")
-    assert refused.returncode == EngineError.exit_code and "the stack is locked by another pulumi run" in refused.stderr
+    refused = sandbox.cli("resource", "gc", "--prune", "--yes", "--lock-wait", "0", "-w", "half")
+    assert refused.returncode == EngineError.exit_code and "stayed locked by pid 4242" in refused.stderr
     assert sandbox.cli("resource", "gc", "-w", "half").returncode == 0  # a listing alone goes ahead
     lock.unlink()
 
@@ -370,10 +384,15 @@ def test_gc_in_another_checkout_with_the_same_stack_name_leaves_this_ones_resour
     theirs = next(o for o in swept["other_workspaces"] if o["engine_name"] == a)
     assert "another ledger's stack 'twin'" in theirs["reason"] and acl_user_exists(admin, local_shared, a)
 
-    # In its own checkout, once no longer declared (retained by the up), it is an orphan to prune there.
+    # In its own checkout, once no longer declared (retained by the up, its project still listed), it is
+    # retained there: --prune leaves it, --include-retained drops it.
     write(sandbox, a, [])
     first.up()
     assert acl_user_exists(admin, local_shared, a)
-    mine = sandbox.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
-    assert [o["engine_name"] for o in mine["orphans"]] == [a] and len(mine["pruned"]) == 1
+    kept = sandbox.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
+    assert [o["engine_name"] for o in kept["retained"]] == [a] and kept["orphans"] == kept["pruned"] == []
+    assert acl_user_exists(admin, local_shared, a)
+    mine = sandbox.cli_json("resource", "gc", "--prune", "--include-retained", "--yes", "--engine", "redis",
+                            "-w", "twin")
+    assert [o["engine_name"] for o in mine["retained"]] == [a] and len(mine["pruned"]) == 1
     assert not acl_user_exists(admin, local_shared, a) and acl_user_exists(admin, local_shared, b)

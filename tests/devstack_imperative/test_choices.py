@@ -276,3 +276,24 @@ def test_a_project_path_that_is_a_fifo_is_unreadable_not_waited_on(tmp_path):
     with pytest.raises(NotFound) as refused:
         imperative.read_text(tmp_path / "pipe.yaml")
     assert "not a regular file" in str(refused.value)
+
+
+def test_the_current_directorys_project_is_the_default(ws, tmp_path, monkeypatch):
+    """Without --project, the devstack.yaml found walking up from the current directory picks the
+    project when the workspace lists it; otherwise the workspace must have one project, as before."""
+    (tmp_path / "blog" / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "blog" / "src" / "deep")
+    assert ws.project(None).name == "blog"
+    monkeypatch.chdir(tmp_path / "shop")
+    assert ws.project(None).name == "shop"
+    assert ws.project("blog").name == "blog"  # --project still decides
+    # The nearest devstack.yaml is one the workspace does not list: no default, the usual error.
+    (tmp_path / "other" / "sub").mkdir(parents=True)
+    (tmp_path / "other" / "devstack.yaml").write_text("apiVersion: devstack/v1\nkind: Project\nname: other\n")
+    monkeypatch.chdir(tmp_path / "other" / "sub")
+    with pytest.raises(InvalidQuery, match=r"has 2 projects: shop, blog \(name one with --project, or run the "
+                                           r"command in its directory\)"):
+        ws.project(None)
+    monkeypatch.chdir(tmp_path)  # above every project: none found
+    with pytest.raises(InvalidQuery, match="has 2 projects"):
+        ws.project(None)

@@ -51,6 +51,11 @@ def test_healthy_workspace_through_the_command(scratch, validator):
         assert health["version"] and health["kinds"] == list(registry.kinds(engine))
         assert health["degradedVerbs"] == []
     assert by_name["aws"]["declaredKinds"] == ["queue"]
+    assert scratch.verb("doctor", "--quiet", yes=False) == (0, "", "")  # the exit code alone says it
+    # The scratch project written in spec 27's form: its declared kinds count for the instance all the same.
+    scratch.file.write_text(scratch.file.read_text().replace("uses: aws", "uses: workspace.shared.aws"))
+    code, out, _ = scratch.verb("doctor", "--json", yes=False)
+    assert {i["name"]: i for i in json.loads(out)["instances"]}["aws"]["declaredKinds"] == ["queue"]
 
 
 @pytest.mark.parametrize("engine", list(INSTANCES))

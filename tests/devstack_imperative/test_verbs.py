@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import json
 import secrets
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -164,25 +167,32 @@ def test_choices_that_are_ambiguous_or_missing(scratch):
     assert scratch.file.read_bytes() == original
 
 
-def test_declined_confirmation_restores_the_file(scratch, monkeypatch):
-    """Without --yes the preview is shown and a 'no' (or no terminal) puts the file back."""
-    original = scratch.file.read_bytes()
+class Terminal(io.StringIO):
+    """stdin as a terminal that types the given text."""
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+    def isatty(self) -> bool:
+        return True
 
+
+def test_a_create_asks_nothing_and_a_drop_asks_first(scratch, monkeypatch):
+    """A create destroys nothing: no question, its attributes printed (secrets masked). A drop
+    (--purge-data) shows its preview and asks; a 'no' (or no terminal) leaves file and ledger as they were."""
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     code, out, err = scratch.verb("queue", "add", "q1", yes=False)
+    assert code == 0 and "[y/N]" not in err, err
+    assert any(line.startswith("  queueUrl: http") and "q1" in line for line in out.splitlines()), out
+    declared = scratch.file.read_bytes()
+
+    code, out, err = scratch.verb("queue", "rm", "q1", "--purge-data", yes=False)
     assert code == 7 and "not confirmed" in err
-    assert "aws/queue/q1 create" in out  # the preview of exactly that change
+    assert "aws/queue/q1" in out  # the preview of exactly that change
     assert "[y/N]" in err and "[y/N]" not in out  # the question on stderr: stdout may be redirected
-    assert scratch.file.read_bytes() == original
-    assert scratch.state_keys() == set()
+    assert scratch.file.read_bytes() == declared
+    assert scratch.state_keys() == {"aws/queue/q1"}
 
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # not a terminal: never assume yes, never read
     ask = imperative._confirm(argparse.Namespace(yes=False))
-    assert ask("create it?") is False
+    assert ask("drop it?") is False
     assert "pass --yes" in scratch.capsys.readouterr().err
 
 
@@ -190,15 +200,13 @@ def test_ctrl_c_before_the_update_restores_the_file(scratch, monkeypatch):
     """Interrupted at the question (or in the preview), nothing was applied: the file must not say otherwise."""
     original = scratch.file.read_bytes()
 
-    class Interrupted(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
+    class Interrupted(Terminal):
         def readline(self, *_args) -> str:
             raise KeyboardInterrupt
 
     monkeypatch.setattr("sys.stdin", Interrupted())
-    code, _out, err = scratch.verb("queue", "add", "q1", yes=False)
+    # The hand-written entry, dropped with its data: `purge: true` set first, and the question asked.
+    code, _out, err = scratch.verb("queue", "rm", "by-hand", "--purge-data", yes=False)
     assert code == 130 and "interrupted" in err and "Traceback" not in err
     assert scratch.file.read_bytes() == original
     assert scratch.state_keys() == set()
@@ -307,17 +315,92 @@ def test_a_purge_whose_removal_step_fails_says_what_the_file_keeps(scratch, monk
     assert scratch.observe("nats", "stream", name) is None and scratch.state_keys() == set()
 
 
-def test_a_locked_stack_is_named_as_the_cause_and_the_file_is_kept(scratch, tmp_path):
-    """The CLI refuses before any diagnostic (on stderr only): the verb says why, not "run pulumi preview"."""
-    from tests.devstack_imperative.conftest import STACK
-
+def held_lock(tmp_path: Path) -> Path:
+    """A Pulumi lock file on the scratch stack, as a run on another machine leaves it while it runs."""
     lock = tmp_path / "state" / ".pulumi" / "locks" / "organization" / "devstack" / STACK / "held.json"
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text('{"pid": 4242, "username": "u", "hostname": "h", "timestamp": "2026-11-30T10:00:00Z"}')
+    return lock
+
+
+def test_a_lock_held_past_the_wait_is_named_and_the_file_is_kept(scratch, tmp_path):
+    """The verb waits for the lock, saying whose; when --lock-wait passes it fails naming it, file as it was."""
+    held_lock(tmp_path)
     original = scratch.file.read_bytes()
-    code, _, err = scratch.verb("db", "create", fresh_name())
-    assert code == 8 and "the stack is currently locked" in err and "pulumi preview" not in err, err
+    code, _, err = scratch.verb("db", "create", fresh_name(), "--lock-wait", "1")
+    assert code == 8, err
+    assert "waiting for the lock on stack 'imperative' held by pid 4242 of u@h, since 2026-11-30T10:00:00Z" in err
+    assert "stayed locked by pid 4242 of u@h" in err and "pulumi preview" not in err, err
     assert scratch.file.read_bytes() == original
+
+
+def _line_with(stream, text: str, timeout: float) -> str:
+    """The first line of `stream` holding `text`, read within `timeout` seconds; fails naming what it waited for."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(stream.readline, "")], daemon=True).start()
+    deadline, seen = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        seen.append(line)
+        if text in line:
+            return line
+    pytest.fail(f"no line with {text!r} within {timeout}s; the stream said: {''.join(seen)!r}")
+
+
+def _devstack(scratch, *argv: str) -> subprocess.Popen:
+    """`devstack ARGV` on the scratch workspace, as a second terminal runs it."""
+    from tests.devstack.conftest import DEVSTACK
+
+    return subprocess.Popen([str(DEVSTACK), *argv, "--workspace", STACK, "--work-dir", str(scratch.work)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_verb_waits_for_the_stacks_lock_and_goes_on_once_released(scratch, tmp_path):
+    """The real pulumi CLI meets the lock ("the stack is currently locked"): the verb says whose lock it
+    waits on, and once it is released creates the resource."""
+    lock = held_lock(tmp_path)
+    name = fresh_name()
+    verb = _devstack(scratch, "stream", "add", name)
+    try:
+        _line_with(verb.stderr, "waiting for the lock on stack 'imperative' held by pid 4242 of u@h", 120)
+        released = time.monotonic()
+        lock.unlink()
+        out, err = verb.communicate(timeout=120)
+    finally:
+        verb.kill()
+    assert verb.returncode == 0, err
+    print(f"created {time.monotonic() - released:.1f}s after the lock was released")
+    assert f"events/stream/{name}" in scratch.state_keys()
+    assert scratch.observe("nats", "stream", name) is not None
+
+
+def test_two_creates_at_once_on_one_workspace_both_succeed(scratch):
+    """Two terminals: both verbs edit one devstack.yaml and update one stack. The second waits for the
+    first (saying so), then both entries are in the file, both resources in the ledger and the engines."""
+    queue_name, stream_name = fresh_name(), fresh_name()
+    started = time.monotonic()
+    verbs = [_devstack(scratch, "queue", "add", queue_name), _devstack(scratch, "stream", "add", stream_name)]
+    try:
+        done = [verb.communicate(timeout=300) for verb in verbs]
+    finally:
+        for verb in verbs:
+            verb.kill()
+    took = time.monotonic() - started
+    assert [verb.returncode for verb in verbs] == [0, 0], [err for _, err in done]
+    waited = [err for _, err in done if "waiting for the lock on stack 'imperative' held by devstack pid" in err]
+    assert len(waited) == 1, [err for _, err in done]  # one went first; the other waited for it, told whose
+    print(f"both created in {took:.1f}s; the second waited: {waited[0].splitlines()[0]}")
+    declared = {(entry["kind"], entry.get("name")) for entry in yaml.safe_load(scratch.file.read_text())["resources"]}
+    assert {("queue", queue_name), ("stream", stream_name)} <= declared
+    assert scratch.state_keys() == {f"aws/queue/{queue_name}", f"events/stream/{stream_name}"}
+    assert scratch.observe("nats", "stream", stream_name) is not None
+    assert scratch.observe("localstack", "queue", queue_name) is not None
 
 
 @pytest.mark.parametrize("purge", [False, True], ids=["retained", "purged"])
@@ -430,3 +513,22 @@ def test_ctrl_c_during_the_update_lets_pulumi_cancel_and_release_the_stack(scrat
     assert not any(p.is_file() for p in locks.rglob("*.json")), "the stack is still locked"
     assert not (scratch.stack.export_stack().deployment or {}).get("pending_operations")
     scratch.stack.refresh()  # free: no ConcurrentUpdateError, nothing for `devstack recover` to do
+
+
+def test_json_reports_and_quiet_runs(scratch, validator):
+    """--json prints the report alone on stdout (its schema); --quiet prints nothing, the exit code says it."""
+    name = fresh_name()
+    code, out, err = scratch.verb("stream", "add", name, "--json")
+    assert code == 0, err
+    created = json.loads(out)
+    validator("resource-create.schema.json", created)
+    assert (created["action"], created["id"], created["file"], created["file_changed"]) == (
+        "create", f"nats/events/stream/{name}@{scratch.project}", f"{scratch.project}/devstack.yaml", True)
+    assert created["changes"].get("create", 0) >= 1 and created["attributes"]["host"] == "127.0.0.1"
+    assert (scratch.verb("stream", "add", name, "--quiet")) == (0, "", "")  # nothing to change, nothing said
+    code, out, err = scratch.verb("stream", "rm", name, "--purge-data", "--json")
+    assert code == 0, err
+    removed = json.loads(out)
+    validator("alias-rm.schema.json", removed)
+    assert (removed["action"], removed["data_dropped"], removed["changes"]) == ("remove", True, {"delete": 1, "update": 1})
+    assert scratch.observe("nats", "stream", name) is None
