@@ -770,6 +770,7 @@ def wait_while_locked(stack: auto.Stack, verb: str, what: str, wait: LockWait) -
     holding it records what it makes only once made (gc would take its new resources for orphans)."""
     waiting = _Waiting(wait, short_name(stack))
     while (holder := lock_holder(stack)) is not None:
+        _refuse_a_killed_runs_lock(stack, verb, what)
         waiting.met(holder, verb, what)
         waiting.pause()
 
@@ -784,6 +785,7 @@ def waiting_for_lock(stack: auto.Stack, verb: str, what: str, wait: LockWait, ca
         try:
             return call()
         except auto.errors.ConcurrentUpdateError:
+            _refuse_a_killed_runs_lock(stack, verb, what)
             waiting.met(lock_holder(stack) or "another pulumi run", verb, what)
             while lock_holder(stack) is not None and time.monotonic() - waiting.started < wait.seconds:
                 waiting.pause()
@@ -838,21 +840,43 @@ def _lock_files(root: Path | None, project: str, short: str) -> list[Path]:
     return sorted(lock for pattern in patterns for lock in (root / ".pulumi" / "locks").glob(pattern)) if root else []
 
 
-def _running_holder(lock: Path) -> str | None:
-    """Who holds `lock`, when it is a pulumi process still running on this machine; None when that cannot
-    be told (another machine's, or a lock file that is not Pulumi's) or the holder is gone."""
+def _this_machines(lock: Path) -> tuple[int, dict[str, Any]] | None:
+    """(pid, the lock's fields) when `lock` is a Pulumi lock taken on this machine; None otherwise
+    (another machine's, or a lock file that is not Pulumi's)."""
     try:
         held = json.loads(lock.read_text())
         pid = int(held["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if held.get("hostname") != socket.gethostname():
-        return None
+    return (pid, held) if held.get("hostname") == socket.gethostname() else None
+
+
+def _runs_pulumi(pid: int) -> bool:
     try:  # a pid reused by another program since the holder was killed is not the holder
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"pulumi" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
+        return False
+
+
+def _running_holder(lock: Path) -> str | None:
+    """Who holds `lock`, when it is a pulumi process still running on this machine; None when that cannot
+    be told (another machine's, or a lock file that is not Pulumi's) or the holder is gone."""
+    found = _this_machines(lock)
+    if found is None or not _runs_pulumi(found[0]):
         return None
-    return f"pid {pid}, since {held.get('timestamp')}" if b"pulumi" in command else None
+    return f"pid {found[0]}, since {found[1].get('timestamp')}"
+
+
+def _refuse_a_killed_runs_lock(stack: auto.Stack, verb: str, what: str) -> None:
+    """EngineError at once, rather than a wait that cannot end, when the stack's lock is that of a run
+    killed on this machine (its pid runs no pulumi): `devstack recover` is what frees it."""
+    for lock in _lock_files(_backend_root(stack), stack.workspace.project_settings().name, short_name(stack)):
+        found = _this_machines(lock)
+        if found is not None and not _runs_pulumi(found[0]):
+            raise EngineError(verb, what, f"stack {short_name(stack)!r} is locked by pid {found[0]} of this "
+                              f"machine, since {found[1].get('timestamp')}, which no longer runs: a killed run's "
+                              f"lock", f"nothing was changed by this run; `devstack recover -w {stack.name}`, "
+                              f"then run it again")
 
 
 # --- rm -------------------------------------------------------------------------------

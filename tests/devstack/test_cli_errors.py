@@ -420,3 +420,29 @@ def test_workspace_destroy_of_one_project_waits_for_the_lock_then_takes_that_pro
     done = sandbox.cli_json("workspace", "destroy", "--project", "alpha", "-w", "one")
     assert (done["project"], done["untracked"]) == ("alpha", ["postgres/pg/database/alpha@alpha"])
     assert [str(t.ident) for t in ledger.tracked_resources(stack)] == ["postgres/pg/database/beta@beta"]
+
+
+def test_a_killed_runs_lock_is_named_at_once_not_waited_for(tmp_path):
+    """A lock of this machine whose pid runs no pulumi (the run was killed) never goes away by itself:
+    the verb says so at once and points at `devstack recover`, where it would have waited in vain."""
+    import socket
+    import subprocess
+
+    from devstack import ledger
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("dead", create=True)
+    import_state(stack, synthetic_resources("dead", [
+        {"engine": "postgres", "instance": "pg", "kind": "database", "name": "alpha", "owner": "alpha"}]))
+    gone = subprocess.Popen(["true"])  # a pid that has finished
+    gone.wait()
+    lock = Path(sandbox.env["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "locks" / "organization" \
+        / "devstack" / "dead" / "held.json"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(json.dumps({"pid": gone.pid, "username": "u", "hostname": socket.gethostname(),
+                                "timestamp": "2026-11-30T10:00:00Z"}))
+    done = sandbox.cli("workspace", "destroy", "--project", "alpha", "--lock-wait", "600", "-w", "dead")
+    assert done.returncode == 8, done.stderr
+    assert f"locked by pid {gone.pid} of this machine" in done.stderr and "which no longer runs" in done.stderr
+    assert "`devstack recover -w dead`" in done.stderr and "waiting for the lock" not in done.stderr
+    assert len(ledger.tracked_resources(stack)) == 1
