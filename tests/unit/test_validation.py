@@ -816,14 +816,23 @@ def test_the_specs_forms_name_instances_imports_and_leave_devstacks_fields_alone
 
 
 def test_an_import_of_an_instance_picks_the_one_resource_that_has_the_variables(tmp_path):
-    """Two resources on one instance, one of which has the variables asked for: no need to name it."""
-    text = (HEADER + "resources:\n  - {uses: objects, kind: bucket}\n  - {uses: objects, kind: access_key}\n"
+    """Several resources on one instance, one of which has the variables asked for: no need to name it."""
+    text = (HEADER + "resources:\n  - {uses: objects, kind: bucket, name: media}\n"
+            "  - {uses: objects, kind: lifecycle, name: media, params: {expireDays: 7}}\n"
             "services:\n  api:\n    env:\n      import:\n        - from: workspace.shared.objects\n"
-            "          vars: [AWS_SECRET_ACCESS_KEY]\n")
+            "          vars: [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY]\n")
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "devstack.yaml").write_text(text)
     (project,) = validate({**ALL_ENGINES, "projects": ["p/devstack.yaml"]}, tmp_path, None, "x").projects
-    assert project.services["api"].env.imports[0].source == "objects/access_key/shop"
+    (imported,) = project.services["api"].env.imports
+    assert (imported.source, imported.vars) == ("objects/bucket/media", {"AWS_ACCESS_KEY_ID": "accessKey",
+                                                                         "AWS_SECRET_ACCESS_KEY": "secretKey"})
+    # A bucket's key and the project's access key both have them: which one is the user's to say.
+    (tmp_path / "q").mkdir()
+    (problem,) = problems(tmp_path / "q", text.replace("kind: lifecycle, name: media, params: {expireDays: 7}",
+                                                       "kind: access_key"), workspace=ALL_ENGINES)
+    assert problem.path == "services.api.env.import[0].from"
+    assert "workspace.shared.objects/bucket/media, workspace.shared.objects/access_key/shop" in problem.message
 
 
 def test_exports_render_whole_numbers_as_integers():
