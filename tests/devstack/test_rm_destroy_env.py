@@ -248,10 +248,15 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
 
 
 def test_destroy_purge_data_drops_everything_after_confirmation(sandbox, admin, local_shared, names):
-    a, _ = names
-    stack = configure_stack(sandbox, "purge", local_shared, admin, [project_a(sandbox, a)])
+    a, b = names
+    stack = configure_stack(sandbox, "purge", local_shared, admin,
+                            [project_a(sandbox, a), write(sandbox, b, [{"uses": "pg", "kind": "database"}])])
     stack.up()
-    db_a = a.replace("-", "_")
+    db_a, db_b = a.replace("-", "_"), b.replace("-", "_")
+    # One project first: its data alone is dropped, the other's stays in the ledger and the engine.
+    one = sandbox.cli_json("workspace", "destroy", "--project", b, "--purge-data", "--yes", "-w", "purge")
+    assert (one["dropped"], one["untracked"]) == ([f"postgres/pg/database/{b}@{b}"],) * 2
+    assert not database_exists(admin, db_b) and database_exists(admin, db_a)
     refused = sandbox.cli("destroy", "--purge-data", "-w", "purge")
     assert refused.returncode == Aborted.exit_code and "not confirmed" in refused.stderr
     assert sandbox.cli_json("resource", "list", "-w", "purge")["total"] == 4 and database_exists(admin, db_a)
