@@ -558,7 +558,7 @@ def _check_import(at: FieldPath, item: EnvImport, decls, broken: list[Any], owne
         for index, var in enumerate(item.vars):
             if var not in template.vars:
                 report.add(at + ("vars", index), f"{var} is not a variable devstack knows for a {engine} {decl.kind} "
-                                                 f"(known: {', '.join(template.vars) or 'none'}; or map it to an "
+                                                 f"(known: {', '.join(sorted(template.vars)) or 'none'}; or map it to an "
                                                  f"attribute: {{{var}: <attribute>}})")
         mapping = {var: template.vars.get(var, "") for var in item.vars}
     else:

@@ -125,6 +125,7 @@ def test_default_columns_skip_the_address_and_secrets(tmp_path, monkeypatch):
         assert imperative.columns_for("minio", "access_key") == [("ACCESS KEY", "accessKey"), ("POLICY", "policy")]
     finally:
         imperative._columns.cache_clear()
+        templates.engine_template.cache_clear()  # loaded from tmp_path: not for the tests after
 
 
 def test_the_shipped_templates_declare_readable_columns():
@@ -152,6 +153,7 @@ def test_declared_columns_win_and_are_checked(tmp_path, monkeypatch):
             imperative.columns_for("nats", "consumer")
     finally:
         imperative._columns.cache_clear()
+        templates.engine_template.cache_clear()  # loaded from tmp_path: not for the tests after
 
 
 def test_resource_list_fails_on_a_broken_column_and_indexes_lists(tmp_path, monkeypatch):
@@ -172,6 +174,7 @@ def test_resource_list_fails_on_a_broken_column_and_indexes_lists(tmp_path, monk
             ledger_cli._kind_columns(page)
     finally:
         imperative._columns.cache_clear()
+        templates.engine_template.cache_clear()  # loaded from tmp_path: not for the tests after
     assert ledger_cli._cell({"member_of": ["a", "b"]}, "member_of.1") == "b"
     assert ledger_cli._cell({"member_of": ["a"]}, "member_of.1") == "-"
 
