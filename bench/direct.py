@@ -95,7 +95,12 @@ def _aws(address: tuple[str, int], cred: Any, service: str) -> Any:
 
 
 def minio(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
+    from minio.credentials import StaticProvider
+    from minio.minioadmin import MinioAdmin
+
     s3 = _aws(address, cred, "s3")
+    api = MinioAdmin(endpoint=f"{address[0]}:{address[1]}", credentials=StaticProvider(cred.user, cred.password),
+                     secure=False)
     for owner in owners:
         try:
             s3.head_bucket(Bucket=owner)
@@ -107,6 +112,17 @@ def minio(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
                 {"Key": "devstack-stack", "Value": "bench-direct"}]
         s3.put_bucket_tagging(Bucket=owner, Tagging={"TagSet": tags})
         s3.get_bucket_versioning(Bucket=owner)
+        _bucket_key(api, owner)
+
+
+def _bucket_key(api: Any, bucket: str) -> None:
+    """The bucket's own key as the provider makes it: a user, a policy on that bucket alone, attached."""
+    key, arns = f"{bucket}~key", [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]
+    policy = {"Version": "2012-10-17", "ID": json.dumps({**json.loads(marker(bucket)), "kind": "bucket"}, sort_keys=True),
+              "Statement": [{"Effect": "Allow", "Action": ["s3:*"], "Resource": arns}]}
+    api.policy_add(f"devstack-{key}", policy=policy)
+    api.user_add(key, bucket * 2)
+    api.policy_set(f"devstack-{key}", user=key)
 
 
 def localstack(address: tuple[str, int], cred: Any, owners: list[str]) -> None:

@@ -148,6 +148,8 @@ def cpu_table(report: dict[str, Any]) -> list[str]:
 def engine_cpu_table(report: dict[str, Any]) -> list[str]:
     """Each engine's CPU-seconds in B1 at the largest N (medians): devstack's `up` beside the same operations
     done directly; the no-op floor calls no engine, so its column is what the engines spend idle meanwhile."""
+    if not report["b1"]:
+        return []  # the run stopped before any size was measured: its error says why
     n = max(report["b1"], key=int)
     cpu_runs = report["b1"][n].get("cpu", {})
     columns = (("ours", "devstack `up`"), ("direct", "(a) direct"), ("noop", "(b) no-op `up` (idle)"))

@@ -253,8 +253,9 @@ def _expected_resources(workload: wl.Workload) -> int:
 
 def _expected_objects(workload: wl.Workload) -> int:
     """Engine objects the sweep counts: a postgres database is a database plus its role, a redis
-    acl_user is a user plus its marker entry; every other resource is one object."""
-    per = {"postgres": 2, "redis": 2}
+    acl_user is a user plus its marker entry, a minio bucket also its own key (a user and its policy);
+    every other resource is one object."""
+    per = {"postgres": 2, "redis": 2, "minio": 3}
     return sum(per.get(engine, 1) for _p, _i, engine, _k in workload.resources())
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,9 @@ urllib3 = LazyModule("urllib3")
 ENGINE = "minio"
 POLICY_PREFIX = "devstack-"
 BUCKET_KEY_SUFFIX = "~key"
+#: MinIO encrypts some admin calls with a key Argon2id derives in 64 MiB of memory: one at a time in a
+#: provider process, or its four worker threads' would take a quarter of a GiB at once.
+_ARGON2 = threading.Lock()
 _ACCESS_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
 #: Bucket management stays with devstack: a tenant key may use its buckets, not reshape them.
 MANAGEMENT_ACTIONS = (
@@ -273,7 +277,8 @@ def _end_sessions(admin: MinioAdmin, user: str) -> None:
 
 
 def _service_accounts(admin: MinioAdmin, user: str) -> list[str]:
-    accounts = json.loads(admin.list_service_account(user) or "{}").get("accounts") or []
+    with _ARGON2:
+        accounts = json.loads(admin.list_service_account(user) or "{}").get("accounts") or []
     return [account["accessKey"] if isinstance(account, dict) else account for account in accounts]
 
 
@@ -420,7 +425,8 @@ def _converge_key(instance: SharedInstance, admin: MinioAdmin, key: str, secret:
     (and, with `end_sessions`, no temporary credential); each call idempotent. `fresh`: the
     user did not exist, so it is in no group and has no service account (not asked, see _key_state)."""
     admin.policy_add(policy_name(key), policy=policy)
-    admin.user_add(key, secret)  # creates, or resets secret and status of, the user
+    with _ARGON2:
+        admin.user_add(key, secret)  # creates, or resets secret and status of, the user
     if end_sessions:
         _end_sessions(admin, key)
     admin.policy_set(policy_name(key), user=key)  # replaces whatever else was attached

@@ -64,6 +64,8 @@ def test_each_engine_is_metered_apart_and_reported_at_the_largest_size():
              if line.startswith("| ")]
     assert cells[0][0] == "engine" and "N=300" in engine_cpu_table(report)[0]
     assert cells[1:] == [["kafka", "4.00", "1.00", "0.50"], ["postgres", "2.00", "0.50", "0.25"]]
+    # A run that stopped before any size was measured still prints its report (and the error).
+    assert engine_cpu_table({"b1": {}}) == []
 
 
 def test_an_engines_cpu_counts_a_child_it_has_not_waited_for():
