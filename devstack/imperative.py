@@ -257,12 +257,10 @@ class Workspace:
 def current_project(refs: Sequence[ProjectRef], here: Path | None = None) -> ProjectRef | None:
     """The project among `refs` whose devstack.yaml is the first one found walking up from `here` (the
     current directory); None when there is none, or the workspace does not list the one found."""
-    here = (here or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        found = directory / "devstack.yaml"
-        if found.is_file():
-            return next((ref for ref in refs if ref.path.resolve() == found.resolve()), None)
-    return None
+    found = yamledit.nearest_devstack_yaml(here)
+    if found is None:
+        return None
+    return next((ref for ref in refs if ref.path.resolve() == found), None)
 
 
 def _scratch_root(tmp: Path, projects: list[str]) -> Path:

@@ -34,7 +34,7 @@ from contextlib import contextmanager, nullcontext, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-from devstack import cli, ledger
+from devstack import cli, ledger, yamledit
 from devstack.errors import DevstackError, InvalidQuery, NotFound
 
 _NO_TTY = "not confirmed: no terminal to ask on (pass --yes)"
@@ -181,9 +181,27 @@ def _cell(attributes: dict[str, Any], path: str) -> str:
     return "-" if value is None else str(value)
 
 
+def project_here(args: argparse.Namespace, stack, name: str | None = None) -> str | None:
+    """--project, else the project of the current directory (the nearest devstack.yaml up from it) when the
+    workspace lists it; None: every project. A `name` that names its project itself (a declaration name
+    `<project>/...` or an id `...@<project>`) is left to say so."""
+    if args.project is not None or (name and ("/" in name or "@" in name)):
+        return args.project
+    if yamledit.nearest_devstack_yaml() is None:
+        return None
+    from devstack import imperative  # it builds on this module
+
+    here = imperative.current_project(imperative.Workspace.of(stack).projects())
+    if here is None:
+        return None
+    note(args, f"project {here.name!r}, the current directory's (--project to choose another)")
+    return here.name
+
+
 @guarded
 def run_list(args: argparse.Namespace) -> int:
-    page = ledger.list_resources(open_from(args), project=args.project, engine=args.engine, kind=args.kind,
+    stack = open_from(args)
+    page = ledger.list_resources(stack, project=project_here(args, stack), engine=args.engine, kind=args.kind,
                                  limit=args.limit, cursor=args.cursor)
     if args.json:
         emit_json(page)
@@ -204,7 +222,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 @guarded
 def run_show(args: argparse.Namespace) -> int:
-    detail = ledger.show_resource(open_from(args), args.name, engine=args.engine, project=args.project,
+    stack = open_from(args)
+    detail = ledger.show_resource(stack, args.name, engine=args.engine, project=project_here(args, stack, args.name),
                                   kind=args.kind, show_secrets=args.show_secrets)
     if args.json:
         emit_json(detail)
@@ -277,7 +296,8 @@ def run_rm(args: argparse.Namespace) -> int:
     with ledger.verb_lock(stack, "remove", args.name, wait):
         # The file side: without it the next `pulumi up` would declare and adopt it again. Checked
         # before the ledger changes, as `pulumi preview` would check it (an import of the entry, say).
-        removal = ledger.remove_resource(stack, args.name, engine=args.engine, project=args.project,
+        removal = ledger.remove_resource(stack, args.name, engine=args.engine,
+                                         project=project_here(args, stack, args.name),
                                          kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args),
                                          before=lambda resource: edits.extend(_declaration_edit(stack, resource)),
                                          lock_wait=wait)

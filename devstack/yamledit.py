@@ -20,11 +20,21 @@ import copy
 import functools
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from components.models import instance_name
+
+
+def nearest_devstack_yaml(here: Path | None = None) -> Path | None:
+    """The devstack.yaml first found walking up from `here` (the current directory), resolved; None if none."""
+    here = (here or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        if (directory / "devstack.yaml").is_file():
+            return (directory / "devstack.yaml").resolve()
+    return None
 
 KEY = "resources"
 

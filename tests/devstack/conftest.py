@@ -73,14 +73,15 @@ class Sandbox:
         return open_stack(name, work_dir=self.work, env=self.env, create=create)
 
     def cli(self, *args: str, stdin: str | None = None, timeout: float = 300,
-            work: Path | None = None) -> subprocess.CompletedProcess:
-        """`devstack ARGS --work-dir WORK` with this backend in the environment (the user's way)."""
+            work: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        """`devstack ARGS --work-dir WORK` with this backend in the environment (the user's way), run in
+        `cwd` (default: WORK)."""
         import os
 
         env = {**os.environ, **self.env}
         env.pop("PULUMI_CONFIG_PASSPHRASE", None)
         work = work or self.work
-        return subprocess.run([str(DEVSTACK), *args, "--work-dir", str(work)], env=env, cwd=work,
+        return subprocess.run([str(DEVSTACK), *args, "--work-dir", str(work)], env=env, cwd=cwd or work,
                               input=stdin, capture_output=True, text=True, timeout=timeout)
 
     def cli_json(self, *args: str) -> Any:

@@ -210,3 +210,40 @@ def test_stacks_created_from_several_threads_at_once_all_open(synthetic):
     with ThreadPoolExecutor(max_workers=4) as pool:
         stacks = list(pool.map(lambda _: box.open("raced", create=True), range(4)))
     assert {stack.name for stack in stacks} == {"raced"}
+
+
+def test_without_project_list_show_and_rm_take_the_current_directorys(tmp_path, validator):
+    """Spec 27: the default --project is the current project, the devstack.yaml found walking up from the
+    current directory when the workspace lists it; elsewhere every project. A name that says its project
+    itself keeps it."""
+    import json
+
+    from pulumi import automation as auto
+
+    work = tmp_path / "work"
+    (work / "p01" / "src").mkdir(parents=True)
+    box = Sandbox(env=make_env(tmp_path / "pulumi"), work=work)
+    stack = box.open("here", create=True)
+    import_state(stack, synthetic_resources("here", [
+        {"engine": "postgres", "instance": "pg", "kind": "role", "name": "same", "owner": owner} for owner in ("p01", "p02")]))
+    (work / "p01" / "devstack.yaml").write_text("apiVersion: devstack/v1\nkind: Project\nname: p01\n")
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(
+        {"name": "here", "shared": {}, "projects": ["p01/devstack.yaml", "p02/devstack.yaml"]})))
+    inside = work / "p01" / "src"
+
+    listed = box.cli("resource", "list", "-w", "here", "--json", cwd=inside)
+    assert listed.returncode == 0, listed.stderr
+    assert [r["project"] for r in json.loads(listed.stdout)["items"]] == ["p01"]
+    assert "project 'p01', the current directory's" in listed.stderr
+    validator("resource-list.schema.json", json.loads(listed.stdout))
+    assert [r["project"] for r in box.cli_json("resource", "list", "-w", "here")["items"]] == ["p01", "p02"]
+    # `same` is two resources; inside p01 it is p01's, and a declaration name picks p02's anywhere.
+    assert box.cli("resource", "show", "same", "-w", "here").returncode == Ambiguous.exit_code
+    shown = box.cli("resource", "show", "same", "-w", "here", "--json", cwd=inside)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["project"] == "p01", shown.stderr
+    other = box.cli("resource", "show", "p02/pg/role/same", "-w", "here", "--json", cwd=inside)
+    assert other.returncode == 0 and json.loads(other.stdout)["project"] == "p02", other.stderr
+    # rm un-tracks p01's (its data stays; no engine is asked), and p02's is still there.
+    removed = box.cli("resource", "rm", "same", "-w", "here", "--json", cwd=inside)
+    assert removed.returncode == 0 and json.loads(removed.stdout)["resource"]["project"] == "p01", removed.stderr
+    assert [r["project"] for r in box.cli_json("resource", "list", "-w", "here")["items"]] == ["p02"]
