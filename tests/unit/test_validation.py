@@ -36,6 +36,14 @@ def problems(tmp_path: Path, *files: str, workspace: dict | None = None):
     return []
 
 
+def valid_project(tmp_path: Path, text: str, workspace: dict | None = None):
+    """The one project of a workspace whose only file is `text`, as validation returns it."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "devstack.yaml").write_text(text)
+    (project,) = validate({**(workspace or WORKSPACE), "projects": ["p/devstack.yaml"]}, tmp_path, None, "x").projects
+    return project
+
+
 def marked_line(text: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if "# <-" in line)
 
@@ -803,9 +811,7 @@ def test_the_specs_forms_name_instances_imports_and_leave_devstacks_fields_alone
             "      PGUSER: ${ref:workspace.shared.postgres.user}\n"
             "resources:\n  - uses: workspace.shared.postgres\n    kind: database\n    name: acme\n"
             "  - {uses: workspace.shared.minio, kind: bucket, name: uploads}\n")
-    (tmp_path / "acme").mkdir()
-    (tmp_path / "acme" / "devstack.yaml").write_text(text)
-    (project,) = validate({**SPEC_WORKSPACE, "projects": ["acme/devstack.yaml"]}, tmp_path, None, "x").projects
+    project = valid_project(tmp_path, text, SPEC_WORKSPACE)
     assert [(r.uses, r.kind, r.name) for r in project.resources] == [("postgres", "database", "acme"),
                                                                      ("minio", "bucket", "uploads")]
     api = project.services["api"]
@@ -821,10 +827,7 @@ def test_an_import_of_an_instance_picks_the_one_resource_that_has_the_variables(
             "  - {uses: objects, kind: lifecycle, name: media, params: {expireDays: 7}}\n"
             "services:\n  api:\n    env:\n      import:\n        - from: workspace.shared.objects\n"
             "          vars: [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY]\n")
-    (tmp_path / "p").mkdir()
-    (tmp_path / "p" / "devstack.yaml").write_text(text)
-    (project,) = validate({**ALL_ENGINES, "projects": ["p/devstack.yaml"]}, tmp_path, None, "x").projects
-    (imported,) = project.services["api"].env.imports
+    (imported,) = valid_project(tmp_path, text, ALL_ENGINES).services["api"].env.imports
     assert (imported.source, imported.vars) == ("objects/bucket/media", {"AWS_ACCESS_KEY_ID": "accessKey",
                                                                          "AWS_SECRET_ACCESS_KEY": "secretKey"})
     # A bucket's key and the project's access key both have them: which one is the user's to say.
