@@ -728,7 +728,7 @@ def _collisions(project: ProjectFile, relative: str, file: YamlFile | None, work
         for key, sharer in objects:
             other = claimed.setdefault(key, (*here, decl.uses, sharer))
             if sharer is not None and other[3] == sharer and other[2] != decl.uses:
-                # A generated password follows the declaration, and an earlier release's derived one the
+                # A generated password follows the declaration, and a legacy hashed one the
                 # instance name: each up would set it for one name and break the other's login, for ever.
                 problems.append(Problem(
                     relative, f"resources[{i}].uses", file.line(("resources", i, "uses")) if file else None,

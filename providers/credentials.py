@@ -53,7 +53,7 @@ def predictable_password(project: str, rotation: Any = None, minimum: int = 0) -
 
 
 def hashed_password(ident: Identity, principal: str) -> str:
-    """The predictable password of earlier releases: recognised (and kept) on the logins they made."""
+    """The legacy hashed form of a predictable password: recognised, and kept, on a login that holds it."""
     digest = hashlib.sha256(f"devstack/{ident.engine}/{ident.instance}/{principal}".encode()).hexdigest()
     return f"dev-{digest[:24]}"
 
@@ -64,9 +64,9 @@ def password_for(ident: Identity, principal: str, policy: str, previous: str | N
 
     `previous`: its password, when neither the policy nor the rotation changed
     (None otherwise). A generated one is kept, so a re-up never rotates it by
-    accident; so is the hashed password an earlier release derived for
-    `principal` (its engine-level login, with the rotation as that release
-    wrote it). Anything else is derived (predictable) or drawn (generated) anew.
+    accident; so is a legacy hashed password (`hashed_password`) for
+    `principal` (its engine-level login, with the rotation as the hash spells
+    it). Anything else is derived (predictable) or drawn (generated) anew.
     """
     derived, hashed = predictable_password(ident.owner, rotation, minimum), hashed_password(ident, principal)
     if policy == "predictable":
@@ -104,5 +104,5 @@ def login_password(ident: Identity, login: str, new: Mapping[str, Any], old: Map
     )
     previous = old.get("password") if same else None
     if isinstance(rotation, int) and previous == hashed_password(ident, f"{principal}.0"):
-        return str(previous)  # an earlier release hashed `rotation: 1` as Pulumi's `1.0`: kept as well
+        return str(previous)  # the legacy hash of `rotation: 1` as Pulumi's `1.0`: kept as well
     return password_for(ident, principal, new.get("credentials", "predictable"), previous, rotation=rotation)

@@ -633,7 +633,7 @@ class AccessKey(s3.GuardedKind):
 def _secret(ident: Identity, key: str, rotation: int, policy: str, previous: str | None = None) -> str:
     """The secret key under the credential policy, padded to MinIO's minimum; a new `rotation` derives
     (or draws) a new one."""
-    principal = key if rotation == 0 else f"{key}#rotation-{rotation}"  # as earlier releases hashed it
+    principal = key if rotation == 0 else f"{key}#rotation-{rotation}"  # as the legacy hash spells it
     return password_for(ident, principal, policy, previous, rotation=rotation, minimum=MINIO_SECRET_MINIMUM)
 
 

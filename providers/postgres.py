@@ -841,10 +841,10 @@ class Database(KindProvider):
     def _joining_password(instance: SharedInstance, conn: psycopg.Connection, ident: Identity, role: str,
                           props: dict[str, Any]) -> str:
         """The password of the project's role as a database joins it: every database of the project logs
-        in as that role, so one that has an earlier release's hashed password keeps it (the services of
+        in as that role, so one that has a legacy hashed password keeps it (the services of
         the other databases hold it) until a `rotation` or `credentials` says otherwise."""
         password = login_password(ident, role, props)
-        unrotated = (props.get("params") or {}).get("rotation") is None  # earlier releases had no rotation here
+        unrotated = (props.get("params") or {}).get("rotation") is None  # a role with a legacy hash has none
         if props.get("credentials", "predictable") != "predictable" or not unrotated or role_row(conn, role) is None:
             return password
         hashed = hashed_password(ident, role)
