@@ -514,7 +514,7 @@ class Outcome:
 
 
 def declaration(target: Target, params: dict[str, Any], credentials: str | None) -> dict[str, Any]:
-    """The `resources:` entry for `target`, in the order the README writes them."""
+    """The `resources:` entry for `target`, in the order the docs write them."""
     entry: dict[str, Any] = {"uses": shared_ref(target.instance.name), "kind": target.kind}
     if target.explicit_name:
         entry["name"] = target.name

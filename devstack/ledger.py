@@ -1019,7 +1019,7 @@ def _refuse_other_workspaces(config: Mapping[str, Any], tracked: list[Tracked]) 
     if refused:
         raise IdentityConflict("drop the data of", f"{len(refused)} resource(s)", "; ".join(refused),
                                "nothing was dropped; take each out of this workspace's ledger alone first "
-                               "(`pulumi state delete <its urn>`, as the README's moving a project says), then "
+                               "(`pulumi state delete <its urn>`, as docs/lifecycle.md's moving a project says), then "
                                "destroy again")
 
 

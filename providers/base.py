@@ -566,7 +566,7 @@ class KindProvider(ResourceProvider):
                 f"another ledger than this one ({ours!r})",
                 "nothing was changed; two workspaces cannot hold one project on the same engines: give this one "
                 f"another project name, or, to move project {ident.owner!r} here, un-track it in that workspace "
-                f"first (the README's moving a project), then add `adopt: {{{ident.owner}: {observed.workspace}}}` "
+                f"first (docs/lifecycle.md's moving a project), then add `adopt: {{{ident.owner}: {observed.workspace}}}` "
                 "under this workspace's devstack:workspace and run `pulumi up` again",
             )
         raise Conflict(
@@ -574,7 +574,7 @@ class KindProvider(ResourceProvider):
             f"its marker names workspace {observed.workspace!r}, not this one ({ours!r}): that workspace's up "
             f"adopted it, and it is that workspace's now",
             f"nothing was {'dropped' if verb == 'drop' else 'changed'}; to let this workspace forget it, take it "
-            "out of this workspace's ledger alone (`pulumi state delete`, as the README's moving a project says)",
+            "out of this workspace's ledger alone (`pulumi state delete`, as docs/lifecycle.md's moving a project says)",
         )
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:

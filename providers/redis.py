@@ -13,7 +13,7 @@ reserved `devstack:` prefix (the owner name `devstack` is refused):
 
 A scan of an engine compares these hashes with `ACL LIST` and the non-empty
 databases: a user or index with a marker is managed (orphaned when no stack
-holds it), one without is foreign. See README "Redis isolation" for what the
+holds it), one without is foreign. See docs/engines.md "Redis: what it can and cannot isolate" for what the
 ACL rules can and cannot isolate.
 """
 

@@ -117,7 +117,7 @@ def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_pu
     """Workspace b lists a project workspace a holds with `purge: true`: b's up refuses to take over a's
     resources, changing nothing, until b's `adopt` names a for the project; then it adopts every resource.
     a then stops listing it: a's up refuses each purge naming b, drops nothing, and once a's ledger lets
-    go of the project as the README's move procedure says, a's up goes through. b keeps the data."""
+    go of the project as docs/lifecycle.md's move procedure says, a's up goes through. b keeps the data."""
     from devstack.errors import IdentityConflict
     from devstack.ledger import destroy_stack, run_cli
 
@@ -151,7 +151,7 @@ def test_a_project_moved_to_another_workspace_keeps_its_data_when_the_old_one_pu
         assert sweep(project, shared, admin, dry_run=True) == everything
         urn = next(r["urn"] for r in checkpoint(old.workspace.env_vars, "faults")["resources"]
                    if r["type"] == "devstack:index:Project")
-        run_cli(old, "state", "delete", "--target-dependents", urn, "--yes")  # the README's move procedure
+        run_cli(old, "state", "delete", "--target-dependents", urn, "--yes")  # docs/lifecycle.md's move procedure
         assert changes(old.up()) == {}
         assert tenants(checkpoint(old.workspace.env_vars, "faults")) == {}
         assert sweep(project, shared, admin, dry_run=True) == everything

@@ -6,7 +6,7 @@ cancel`"), pending operations for the creates that were in flight, the
 dynamic-provider process, which waits forever for an engine that is gone,
 and now and then an empty `<stack>.json.attrs` (the backend writes that
 metadata file in place; every command then fails with "failed to load
-checkpoint: EOF"). The recovery (README, "Recovering from an interrupted
+checkpoint: EOF"). The recovery (docs/recovery.md, "Recovering from an interrupted
 up"): `devstack recover` (remove empty metadata, `pulumi cancel`, `pulumi
 refresh --clear-pending-creates --run-program`), then `pulumi up`. The last
 step adopts whatever the killed run created but never recorded (create adopts
@@ -91,7 +91,7 @@ def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_
         # `pulumi cancel`), or the kill cut the backend's metadata file short.
         with pytest.raises(auto.errors.CommandError, match="pulumi cancel|failed to load checkpoint: EOF"):
             stack.up()
-        # The documented recovery (README): devstack recover, then up.
+        # The documented recovery (docs/recovery.md): devstack recover, then up.
         recovery = ledger.recover("faults", work_dir=project_dir, env=offline_env)
         assert recovery.pending_cleared == len(interrupted["pending_operations"])
         validator("recover.schema.json", recovery.as_json())
