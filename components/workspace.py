@@ -7,6 +7,7 @@ from typing import Any, Iterator
 
 import pulumi
 
+from components.dropped import Held, warn_of_drops
 from components.project import Project
 from components.validation import Validated, WorkspaceInvalid, validate
 from components.yamlfile import encryption_salt, load_yaml_if_usable, stack_config_file
@@ -47,6 +48,10 @@ class Workspace(pulumi.ComponentResource):
             self.outputs[project_file.name] = project.outputs
             yield project_file.name
         self.register_outputs({})
+
+    def warn_of_drops(self, held: list[Held]) -> None:
+        """Warn of each resource of `held` (the last deployment's, `purge: true`) that no project declares now."""
+        warn_of_drops(held, self._validated, self)
 
 
 def build(root: Path) -> Workspace:
