@@ -16,7 +16,7 @@ from components import templates
 from components.models import ProjectFile, ResourceDecl, WorkspaceConfig, instance_name
 from components.validation import REF, REF_TARGET, ref_resource, resolve_source
 from providers import registry
-from providers.base import KindProvider
+from providers.base import REACH, REFS, KindProvider
 
 
 @cache
@@ -59,18 +59,37 @@ class Project(pulumi.ComponentResource):
         kind = self._kind_class(decl)
         return bool(kind.references or kind.after_kinds)
 
-    def _referenced(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> dict[str, Resource]:
-        """The declarations `decl`'s params name, by key: a consumer's stream, a rule's bucket, a user's database."""
+    def _referenced(self, decl: ResourceDecl, provider: KindProvider,
+                    created: dict[str, Resource]) -> dict[str, tuple[str, Resource]]:
+        """The declarations `decl`'s params name, by key, with the param: a consumer's stream, a rule's
+        bucket, a user's database."""
         named = provider.referenced(decl.params, self._file.name, decl.name or self._file.name)
-        keys = [f"{decl.uses}/{provider.references[param]}/{name}" for param, name in named.items()]
-        return {key: created[key] for key in keys if key in created}
+        keys = {f"{decl.uses}/{provider.references[param]}/{name}": param for param, name in named.items()}
+        return {key: (param, created[key]) for key, param in keys.items() if key in created}
 
-    def _dependencies(self, decl: ResourceDecl, provider: KindProvider, referenced: dict[str, Resource],
+    def _refs(self, decl: ResourceDecl, referenced: dict[str, tuple[str, Resource]]) -> dict[str, Any]:
+        """param -> the engine name its referenced resource records: its naming may not be this one's."""
+        engine = self._ws.shared[decl.uses].engine
+        refs = {}
+        for key, (param, resource) in referenced.items():
+            attribute = registry.provider_class(engine, key.split("/")[1]).name_attribute
+            if attribute:
+                refs[param] = getattr(resource, attribute)
+        return refs
+
+    def _reach(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Any]:
+        """The engine names of the project's resources on `decl`'s instance that its grants reach."""
+        kind = provider.reach_kind
+        attribute = registry.provider_class(self._ws.shared[decl.uses].engine, kind).name_attribute
+        return [getattr(resource, attribute) for key, resource in created.items()
+                if key.split("/")[:2] == [decl.uses, kind]]
+
+    def _dependencies(self, decl: ResourceDecl, provider: KindProvider, referenced: dict[str, tuple[str, Resource]],
                       created: dict[str, Resource]) -> list[Resource]:
         """What must exist before `decl` and be deleted after it: referenced declarations and after_kinds."""
         after = [resource for key, resource in created.items()
                  if key.split("/")[0] == decl.uses and key.split("/")[1] in provider.after_kinds]
-        return list(dict.fromkeys([*referenced.values(), *after]))
+        return list(dict.fromkeys([*(resource for _, resource in referenced.values()), *after]))
 
     def _declare(self, decl: ResourceDecl, stack: str, created: dict[str, Resource]) -> Resource:
         instance = self._ws.shared[decl.uses]
@@ -80,7 +99,7 @@ class Project(pulumi.ComponentResource):
         # Replacing what it lives in or on with purge (a dropped stream takes its consumers, a
         # database its owner role's grants) must replace it too, or the ledger would keep a
         # resource the engine no longer has. A retained one keeps them: they stay as they are.
-        replace_with = [resource for key, resource in referenced.items() if key in self._purged]
+        replace_with = [resource for key, (_, resource) in referenced.items() if key in self._purged]
         name, owner = decl.name or self._file.name, self._file.name
         props = {
             "engine": instance.engine,
@@ -93,6 +112,8 @@ class Project(pulumi.ComponentResource):
             "purge": decl.purge,
             "stack": stack,
             **provider.revision_inputs(),
+            **({REFS: refs} if (refs := self._refs(decl, referenced)) else {}),
+            **({REACH: self._reach(decl, provider, created)} if provider.reach_kind else {}),
             # Declared as None so Pulumi exposes them as output properties.
             **{key: None for key in provider.attributes},
         }

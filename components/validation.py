@@ -11,7 +11,7 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -19,12 +19,14 @@ from pydantic import BaseModel, ValidationError
 from components import templates
 from components.models import ENV_NAME, EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig, instance_name
 from components.yamlfile import SPECIAL_FILE, FieldPath, YamlFile, format_path, load_yaml, not_a_regular_file
-from providers import registry
+from providers import naming, registry
 from providers.base import server_address
 from providers.errors import InvalidSpec
+from providers.identity import CURRENT_NAMING
 from providers.instances import SharedInstance
 
-PROJECT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+#: A project name: the same as a resource's, mapped per engine wherever it names something.
+PROJECT_NAME = naming.NAME
 REF = re.compile(r"\$\{ref:([^}]*)\}")
 #: `<instance>` or `<instance>/<kind>[/<name>]` (a name may hold dots), then the attribute.
 REF_TARGET = re.compile(r"workspace\.shared\.([^.]+(?:/.+)?)\.([^./]+)")
@@ -172,6 +174,12 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         if project.name in owners:
             problems.append(Problem(relative, "name", report.file.line(("name",)) if report.file else None,
                                     f"project {project.name!r} is already declared by {owners[project.name]} (project names are unique in a workspace)"))
+        elif (twin := _mapped_twin(project.name, owners)) is not None:
+            other, engines = twin
+            problems.append(Problem(relative, "name", report.file.line(("name",)) if report.file else None,
+                                    f"project {project.name!r} maps to the same {engines} names as project {other!r} "
+                                    f"({owners[other]}): their logins, default resources and prefixes would be one "
+                                    f"(rename one of them)"))
         owners.setdefault(project.name, relative)
         problems += _collisions(project, relative, report.file, workspace, claimed)
         projects.append(project)
@@ -284,8 +292,7 @@ def check_project(data: Any, workspace: WorkspaceConfig, report: _Report) -> Pro
         header = None
     owner = data.get("name") if isinstance(data.get("name"), str) else ""
     if header is not None and not PROJECT_NAME.fullmatch(owner):
-        report.add(("name",), "project names use lowercase letters, digits and '-', start with a letter, "
-                              "at most 40 characters (the name prefixes every engine resource)")
+        report.add(("name",), f"{_shown(owner)} is not a project name: {naming.NAME_RULE}")
     resources = _list(data, "resources", report)
     decls: list[tuple[int, ResourceDecl]] = []
     broken: list[Any] = []
@@ -336,9 +343,13 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
     if decl.credentials == "generated" and not provider.secret_outputs:
         report.add(at + ("credentials",), f"a {instance.engine} {decl.kind} has no credentials of its own, so "
                                           f"nothing would be generated (remove `credentials`)")
+    if decl.name is not None and not naming.NAME.fullmatch(decl.name):
+        # Each engine's rules are met by mapping it (providers.naming, docs/devstack-yaml.md's Names).
+        report.add(at + ("name",), f"{_shown(decl.name)} is not a resource name: {naming.NAME_RULE}")
+        return
     try:
         if PROJECT_NAME.fullmatch(owner):  # engine names derive from it: a bad one is reported once, on `name`
-            provider.engine_name(decl.name or owner, owner)
+            provider.engine_name(decl.name or owner, owner, naming=CURRENT_NAMING)
     except InvalidSpec as err:
         report.add(at + ("name",), f"{err.cause} (name {_shown(decl.name or owner)}"
                                    f"{'' if decl.name else ', the project name'} cannot be a {instance.engine} {decl.kind} name)")
@@ -651,6 +662,26 @@ def ref_resource(source: str, attribute: str, decls: list[ResourceDecl], owner: 
     return (readable[0] if len(readable) == 1 else None), readable
 
 
+#: How each engine maps a project's name where it names something (a login, a prefix, a default resource).
+PROJECT_NAME_MAPPINGS = {"PostgreSQL": naming.postgres_role, "bucket": naming.bucket, "NATS": naming.nats,
+                         "Kafka": naming.kafka_project, "Redis": naming.redis}
+
+
+def _mapped_twin(name: str, owners: Mapping[str, str]) -> tuple[str, str] | None:
+    """(another project, the engines) when `name` maps to one of the other projects' names somewhere."""
+    for other in owners:
+        engines = []
+        for engine, mapping in PROJECT_NAME_MAPPINGS.items():
+            try:
+                if mapping(name) == mapping(other):
+                    engines.append(engine)
+            except InvalidSpec:
+                continue  # reported on the resources that need it
+        if engines:
+            return other, ", ".join(engines)
+    return None
+
+
 def _reach_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]], workspace: WorkspaceConfig) -> list[Problem]:
     """Declarations another project's credential on the same server would reach by a name pattern
     (each kind's `reached_by`): refused here, before either is created, instead of by whichever
@@ -671,14 +702,14 @@ def _reach_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]], work
             provider = registry.kinds(instance.engine)[decl.kind]
             reached = provider.reached_by(decl.name or project.name, project.name, on_server)
             if reached is not None:
-                kind, owner = reached
-                engine_name = provider.engine_name(decl.name or project.name, project.name)
+                kind, owner, pattern = reached
+                engine_name = provider.engine_name(decl.name or project.name, project.name, naming=CURRENT_NAMING)
                 problems.append(Problem(
                     relative, f"resources[{i}].name", file.line(("resources", i, "name")) if file else None,
                     f"{instance.engine} {decl.kind} {engine_name!r} would be within reach of the {kind} of project "
-                    f"{owner!r} ({on_server[kind][owner]}), which reaches every {decl.kind} named {owner!r} or "
-                    f"'{owner}-*' on this server (rename one of the projects, or move this {decl.kind} to another "
-                    f"instance; one that exists already: `devstack resource rm` it first, which keeps its data)"))
+                    f"{owner!r} ({on_server[kind][owner]}), which reaches every {decl.kind} named {pattern} on this "
+                    f"server (rename it, or move this {decl.kind} to another instance; one that exists already: "
+                    f"`devstack resource rm` it first, which keeps its data)"))
     return problems
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from devstack.errors import DevstackError
 from devstack.ledger import Filters, GcError, GcItem, GcReport, Tracked, drop_data
-from devstack.scan import Found, scan
+from devstack.scan import Found, naming_mapping, scan
 from providers import errors as perr
 from providers import registry
 from providers.base import marked_stack, server_address
@@ -72,7 +72,8 @@ def _ledger_key(t: Tracked, servers: Mapping[str, Server]) -> Key | None:
     server = servers.get(t.ident.instance) or _server(t.ident.engine, t.props.get("host"), t.props.get("port"),
                                                       t.props.get("region"))
     try:
-        engine_name = registry.provider_class(t.ident.engine, t.ident.kind).engine_name(t.ident.name, t.ident.owner)
+        engine_name = registry.provider_class(t.ident.engine, t.ident.kind).engine_name(t.ident.name, t.ident.owner,
+                                                                                         naming=t.ident.naming)
     except (KeyError, perr.InvalidSpec):
         return None
     return (server, t.ident.kind, engine_name) if server else None
@@ -173,7 +174,8 @@ def prune(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], 
             errors.append(GcError(engine=orphan.engine, instance=orphan.instance,
                                   error=f"cannot drop {orphan.kind} {orphan.engine_name!r}: no declaration name maps to it"))
             continue
-        ident = Identity(orphan.engine, orphan.instance, orphan.kind, orphan.name, orphan.project)
+        ident = Identity(orphan.engine, orphan.instance, orphan.kind, orphan.name, orphan.project,
+                         naming_mapping(orphan.engine, orphan.kind, orphan.name, orphan.project, orphan.engine_name))
         try:
             if drop_data(config, ident, {"params": {}, "stack": orphan.stack or ""}):
                 pruned.append(str(ident))

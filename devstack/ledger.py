@@ -56,8 +56,8 @@ from devstack.errors import (
     NotFound,
     ScopeMismatch,
 )
-from providers.base import ACCESS_RULES, POLICY_FIELDS
-from providers.identity import Identity
+from providers.base import ACCESS_RULES, POLICY_FIELDS, REACH, REFS
+from providers.identity import NAMING, Identity
 from tools.pulumi_env import ROOT, STATE_DIR, cancelled_gracefully_on_interrupt, pulumi_env
 
 #: Variables a user may set (e.g. after `eval "$(python -m tools.pulumi_env)"`)
@@ -69,7 +69,8 @@ DYNAMIC_PREFIX = "pulumi-python:dynamic/"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
 #: Inputs/outputs that are not attributes: identity, policy, params, rules revision and the pickled provider.
-NOT_ATTRIBUTES = frozenset({*Identity.field_names(), *POLICY_FIELDS, "params", ACCESS_RULES, "__provider"})
+NOT_ATTRIBUTES = frozenset({*Identity.field_names(), *POLICY_FIELDS, "params", ACCESS_RULES, NAMING, REFS, REACH,
+                            "__provider"})
 DEFAULT_LIMIT, MAX_LIMIT = 100, 500
 
 Confirm = Callable[[str], bool]

@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 
 from providers.base import marker_field, marker_owner
 from providers.errors import InvalidSpec
+from providers.identity import CURRENT_NAMING, PREFIXED
 from providers.instances import SharedInstance
 
 
@@ -66,10 +67,7 @@ def declaration_name(engine: str, kind: str, engine_name: str, owner: str, hints
     (lifecycle rules); a FIFO name keeps `.fifo` last.
     Each candidate is verified with the kind's own `engine_name`.
     """
-    from providers import registry
-
-    kind_class = registry.provider_class(engine, kind)
-    candidates = [h for h in hints if h] + [owner, engine_name]
+    candidates = [h for h in hints if h] + [owner]
     for prefix in dict.fromkeys((owner, owner.replace("-", "_"))):
         for sep in "-_.":
             if engine_name.startswith(prefix + sep):
@@ -77,10 +75,22 @@ def declaration_name(engine: str, kind: str, engine_name: str, owner: str, hints
     if engine_name.endswith(".fifo"):
         candidates.append(owner + ".fifo")
     candidates.append(engine_name.removeprefix(f"devstack:{owner}:"))  # lifecycle rule ids
+    candidates.append(engine_name)  # an explicit name is the engine name itself
     for candidate in dict.fromkeys(candidates):
+        if naming_mapping(engine, kind, candidate, owner, engine_name) is not None:
+            return candidate
+    return None
+
+
+def naming_mapping(engine: str, kind: str, name: str, owner: str, engine_name: str) -> int | None:
+    """The naming (providers.identity) under which declaration `name` of `owner` maps to `engine_name`, or None."""
+    from providers import registry
+
+    kind_class = registry.provider_class(engine, kind)
+    for naming in (PREFIXED, CURRENT_NAMING):
         try:
-            if kind_class.engine_name(candidate, owner) == engine_name:
-                return candidate
+            if kind_class.engine_name(name, owner, naming=naming) == engine_name:
+                return naming
         except (InvalidSpec, ValueError):
             continue
     return None

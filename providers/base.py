@@ -16,7 +16,7 @@ import json
 import socket
 import threading
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, wraps
 from types import ModuleType
 from typing import Any, Callable, ClassVar, ContextManager, Iterable, Mapping, TypeVar
@@ -34,8 +34,9 @@ from pulumi.dynamic import (
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
+from providers import naming as naming_rules
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
-from providers.identity import Identity
+from providers.identity import CURRENT_NAMING, NAMING, PREFIXED, Identity, naming_of
 from providers.instances import SharedInstance, adoptions_from_config, instances_from_config
 
 #: Inputs that are not identity and not params, compared by diff as updates.
@@ -43,6 +44,18 @@ POLICY_FIELDS = ("credentials", "purge", "stack")
 #: The input that records which revision of a kind's access rules made or last updated a resource.
 ACCESS_RULES = "accessRules"
 CREDENTIAL_POLICIES = ("predictable", "generated")
+#: The input the program fills, per reference param, with the engine name the referenced resource records
+#: (its naming may not be the referencing one's).
+REFS = "refs"
+#: The input the program fills, for a kind whose grants cover the project's resources of `reach_kind`,
+#: with the engine names of those on the instance: grants reach by exact name what no prefix covers.
+REACH = "reach"
+
+
+def referenced_name(props: Mapping[str, Any], param: str) -> str | None:
+    """The engine name of the resource `param` references, as the program passed it; None when it did not."""
+    value = (props.get(REFS) or {}).get(param)
+    return str(value) if value else None
 
 
 @dataclass
@@ -109,6 +122,10 @@ class KindProvider(ResourceProvider):
     secret_outputs: ClassVar[tuple[str, ...]] = ()
     #: Params naming another declaration of the project: param -> kind (same instance).
     references: ClassVar[dict[str, str]] = {}
+    #: The output attribute holding this kind's engine name, for declarations that reference it (`refs`).
+    name_attribute: ClassVar[str | None] = None
+    #: The kind of the project's resources (on the same instance) this kind's grants reach (`reach`).
+    reach_kind: ClassVar[str | None] = None
     #: Those of `references` that, left out, name the declaration called after the project.
     default_references: ClassVar[frozenset[str]] = frozenset()
 
@@ -168,8 +185,9 @@ class KindProvider(ResourceProvider):
     # --- hooks -----------------------------------------------------------
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        """The engine-level identifier of a declaration: pure and stable across runs.
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        """The engine-level identifier of a declaration under `naming` (providers.identity): pure and
+        stable across runs.
 
         Raise InvalidSpec naming the rule when `name` cannot be mapped. Two
         declarations on one instance with the same engine name collide.
@@ -183,10 +201,11 @@ class KindProvider(ResourceProvider):
     logins: ClassVar[bool] = False
 
     @classmethod
-    def engine_object(cls, host: str, port: int, name: str, owner: str) -> tuple[str, str, int, str, str]:
+    def engine_object(cls, host: str, port: int, name: str, owner: str, *,
+                      naming: int = CURRENT_NAMING) -> tuple[str, str, int, str, str]:
         """What declaration `name` names in the engine at host:port, the same for every spelling of one
         server (`localhost`, `127.0.0.1`) and of one engine name (`shop-x`, `shop_x`)."""
-        return cls.object_named(host, port, cls.engine_name(name, owner))
+        return cls.object_named(host, port, cls.engine_name(name, owner, naming=naming))
 
     @classmethod
     def object_named(cls, host: str, port: int, engine_name: str) -> tuple[str, str, int, str, str]:
@@ -216,10 +235,11 @@ class KindProvider(ResourceProvider):
         return None
 
     @classmethod
-    def reached_by(cls, name: str, owner: str, holders: Mapping[str, Iterable[str]]) -> tuple[str, str] | None:
-        """(kind, owner) of another project's declaration on the same server whose credential would
-        reach this one by a name pattern (a MinIO key reaches every `<owner>-*` bucket); else None.
-        `holders` maps each kind declared on that server to the projects declaring it."""
+    def reached_by(cls, name: str, owner: str,
+                   holders: Mapping[str, Iterable[str]]) -> tuple[str, str, str] | None:
+        """(kind, owner, pattern) of another project's declaration on the same server whose credential
+        would reach this one by the name pattern (a MinIO key reaches every `<owner>-*` bucket); else
+        None. `holders` maps each kind declared on that server to the projects declaring it."""
         return None
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
@@ -248,6 +268,11 @@ class KindProvider(ResourceProvider):
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         """Output attributes (refreshed by read) that differ from what the inputs imply."""
+        return []
+
+    @classmethod
+    def exact_reach(cls, props: Mapping[str, Any]) -> list[str]:
+        """Of the `reach` in `props`, the names this kind's grants must list one by one (no prefix covers them)."""
         return []
 
     def holds(self, param: str, value: Any, live: dict[str, Any]) -> bool:
@@ -308,16 +333,20 @@ class KindProvider(ResourceProvider):
         ]
         if news.get("engine") != self.engine or news.get("kind") != self.kind:
             failures.append(CheckFailure("kind", f"this provider serves {self.engine}/{self.kind} only"))
-        if news.get("name") and news.get("owner"):
+        inputs = {**news, **self.revision_inputs()}
+        if news.get("name") and not naming_rules.NAME.fullmatch(str(news["name"])):
+            failures.append(CheckFailure("name", f"{news['name']!r} is not a resource name: {naming_rules.NAME_RULE}"))
+        elif news.get("name") and news.get("owner") and not self._same_identity(_olds, news):
+            # A resource that exists keeps the name its naming gave it (kept in its outputs, not here).
             try:
-                self.engine_name(str(news["name"]), str(news["owner"]))
+                self.engine_name(str(news["name"]), str(news["owner"]), naming=naming_of(news, CURRENT_NAMING))
             except InvalidSpec as err:
                 failures.append(CheckFailure("name", err.cause))
             except NotImplementedError:
                 pass
+        failures += self._reference_failures(news.get("params") or {})
         if news.get("credentials", "predictable") not in CREDENTIAL_POLICIES:
             failures.append(CheckFailure("credentials", f"must be one of {', '.join(CREDENTIAL_POLICIES)}"))
-        inputs = {**news, **self.revision_inputs()}
         try:
             inputs["params"] = self.normalized_params(news.get("params"), str(news.get("name") or ""),
                                                       str(news.get("owner") or ""))
@@ -346,6 +375,16 @@ class KindProvider(ResourceProvider):
                                          f"{problem}; {self._not_done(param, creating)} ({fix})")
                             for param, problem, fix in refused if creating or param in asked)
         return CheckResult(inputs, failures)
+
+    def _reference_failures(self, params: Mapping[str, Any]) -> list[CheckFailure]:
+        """A reference param that cannot name a declaration: it is a declaration's name, not an engine's."""
+        return [CheckFailure(f"params.{self._spelled(param)}", f"{value!r} names no declaration: {naming_rules.NAME_RULE}")
+                for param in self.references
+                if isinstance(value := params.get(param), str) and not naming_rules.NAME.fullmatch(value)]
+
+    @staticmethod
+    def _same_identity(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+        return bool(olds) and all(olds.get(name) == news.get(name) for name in Identity.field_names())
 
     def check_params(self, name: str, owner: str, params: dict[str, Any],
                      old_params: Mapping[str, Any]) -> list[CheckFailure]:
@@ -428,6 +467,7 @@ class KindProvider(ResourceProvider):
             )
         changes = [f"params.{key}" for key in changed_params if f"params.{key}" not in replaces]
         changes += [name for name in (*POLICY_FIELDS, *self.revision_inputs()) if olds.get(name) != news.get(name)]
+        changes += [REACH] if self.reach_kind and self.exact_reach(olds) != self.exact_reach(news) else []
         # Outputs any kind may report: a login that no longer works, settings beyond the params.
         changes += self.drift(olds) + [name for name in ("passwordInSync", "configInSync") if olds.get(name) is False]
         changes += self._moved(olds, news)
@@ -454,10 +494,12 @@ class KindProvider(ResourceProvider):
 
     @_engine_failures_named
     def create(self, props: dict[str, Any]) -> CreateResult:
-        ident = Identity.from_props(props)
+        # Named by today's rules unless the inputs ask otherwise (tests of older ones); recorded in the outputs.
+        ident = replace(Identity.from_props(props), naming=naming_of(props, CURRENT_NAMING))
         instance = self._instance(ident, "create")
         spec = self.Spec.model_validate(props.get("params") or {})
-        observed = self.observe(instance, ident)
+        ident, observed = self._adopted_naming(instance, ident)
+        props = {**props, NAMING: ident.naming}
         if observed is not None and observed.owner != ident.owner:
             raise self._conflict("create", ident, observed)
         if observed is not None:
@@ -468,8 +510,28 @@ class KindProvider(ResourceProvider):
             require_same("create", f"{self.kind} {ident}", observed.params, wanted, fixed, self.Spec)
         attributes = self.create_resource(instance, ident, spec, props)
         with _held_lock:
-            _held_this_run[self.engine_object(instance.host, instance.port, ident.name, ident.owner)] = ident
+            _held_this_run[self._held_key(instance, ident)] = ident
         return CreateResult(str(ident), {**props, **attributes})
+
+    def _adopted_naming(self, instance: SharedInstance, ident: Identity) -> tuple[Identity, Observed | None]:
+        """`ident` and what the engine has under it; or, when that is nothing and older naming rules put
+        this project's object of this declaration elsewhere (an entry removed and declared again, a
+        retained replacement), that object, to adopt where it is rather than make an empty twin."""
+        observed = self.observe(instance, ident)
+        if observed is not None or ident.naming == PREFIXED:
+            return ident, observed
+        legacy = replace(ident, naming=PREFIXED)
+        try:
+            if self.engine_name(ident.name, ident.owner, naming=PREFIXED) == self.engine_name(
+                    ident.name, ident.owner, naming=ident.naming):
+                return ident, None
+        except InvalidSpec:
+            return ident, None  # older rules could not name it: nothing can exist there
+        found = self.observe(instance, legacy)
+        return (legacy, found) if found is not None and found.owner == ident.owner else (ident, None)
+
+    def _held_key(self, instance: SharedInstance, ident: Identity) -> tuple[str, str, int, str, str]:
+        return self.engine_object(instance.host, instance.port, ident.name, ident.owner, naming=ident.naming)
 
     @_engine_failures_named
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -498,6 +560,8 @@ class KindProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         ident = Identity.from_props(news)
         instance = self._instance(ident, "update")
+        ident = replace(ident, naming=naming_of(olds))  # made under these rules, it stays where they put it
+        news = {**news, NAMING: ident.naming}
         # Since the last refresh it may have been dropped, or re-created by someone else:
         # converging that one would hand it (and its data) to this project. Or another workspace
         # adopted it: converging would mark it this one's again, for this one's purge to drop.
@@ -514,7 +578,7 @@ class KindProvider(ResourceProvider):
         ident = Identity.from_props(props)
         instance = self._instance(ident, "delete")
         with _held_lock:
-            holder = _held_this_run.get(self.engine_object(instance.host, instance.port, ident.name, ident.owner), ident)
+            holder = _held_this_run.get(self._held_key(instance, ident), ident)
         if holder != ident and holder.owner == ident.owner:
             return  # another declaration of the project holds it now
         self.refuse_another_workspaces(instance, ident, props)
@@ -589,7 +653,7 @@ class KindProvider(ResourceProvider):
 
     def _engine_object_name(self, ident: Identity) -> str:
         """The name in the engine, and the declaration's when that differs (`'shop_x' (declared 'x')`)."""
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         return repr(name) if name == ident.name else f"{name!r} (declared {ident.name!r})"
 
     def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:

@@ -1,9 +1,12 @@
 """Kafka: per-project topics and a SASL/SCRAM principal with prefixed ACLs.
 
-Names: a project's default declaration maps to `<owner>`, any other to
-`<owner>.<name>` (Kafka's charset [a-zA-Z0-9._-], at most 249 characters).
-Project names may not contain '.', so the prefix `<owner>.` belongs to exactly
-one project: that is what makes prefixed ACLs a tenant boundary.
+Names: a project's default declaration maps to the project's name without
+'.' (`project_topic`), any other to its own name (Kafka's charset
+[a-zA-Z0-9._-], at most 249 characters; see providers.naming). With no '.' in
+it, the prefix `<project>.` belongs to exactly one project, and a topic another
+project names inside it is refused: that is what makes prefixed ACLs a tenant
+boundary. An acl grants the project's topics named outside its prefix by name.
+Resources made before record no naming and keep `<owner>.<name>`.
 
 Ownership: Kafka topics have no comment or tag, topic configs accept no
 custom keys and SCRAM users carry no metadata. A name prefix alone cannot
@@ -62,10 +65,11 @@ from confluent_kafka.admin import (
 from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, Observed, marker_field, marker_owner, one_per_key, ownership_marker
+from providers import naming as naming_rules
+from providers.base import REACH, KindProvider, Observed, marker_field, marker_owner, one_per_key, ownership_marker
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.identity import Identity
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity
 from providers.instances import SharedInstance
 
 ENGINE = "kafka"
@@ -97,8 +101,12 @@ _UNAVAILABLE = {
 # --- names ------------------------------------------------------------------------------
 
 
-def kafka_name(name: str, owner: str) -> str:
-    """`<owner>` for the default declaration, else `<owner>.<name>`; InvalidSpec names the broken rule."""
+def kafka_name(name: str, owner: str, *, naming: int) -> str:
+    """SANITIZED: the project's own name (`project_topic`) for the default declaration, else the name,
+    sanitized. PREFIXED: `<owner>` for the default declaration, else `<owner>.<name>`; InvalidSpec names
+    the broken rule."""
+    if naming != PREFIXED:
+        return project_topic(owner) if name == owner else naming_rules.kafka(name)
     if not _OWNER_CHARS.fullmatch(owner):
         raise InvalidSpec("map", f"owner {owner!r}", "Kafka project names use letters, digits, '-' and '_' "
                           "(no '.': it separates the project from the rest of a topic name)")
@@ -110,9 +118,42 @@ def kafka_name(name: str, owner: str) -> str:
     return mapped
 
 
+def project_topic(owner: str) -> str:
+    """The project's own name in Kafka (its default topic and principal): no '.', which would put one
+    project's names inside another's prefix (`acme.shop` in `acme.`)."""
+    return naming_rules.kafka_project(owner)
+
+
 def owner_prefix(owner: str) -> str:
     """The prefix of every topic and consumer group a project owns (besides the bare `<owner>`)."""
-    return f"{owner}."
+    return f"{project_topic(owner)}."
+
+
+def within_prefix(name: str, owner: str) -> bool:
+    """Whether the project's prefixed grants (`<owner>` and `<owner>.*`) reach topic or group `name`."""
+    return name == project_topic(owner) or name.startswith(owner_prefix(owner))
+
+
+def project_principals(markers: Mapping[str, str], owner: str) -> set[str]:
+    """`User:<principal>` of every acl the registry gives to `owner`: its explicitly named ones included."""
+    return {f"User:{key.removeprefix('acl:')}" for key, marker in markers.items()
+            if key.startswith("acl:") and marker_owner(marker) == owner}
+
+
+def marked_topic_owner(markers: Mapping[str, str], topic: str) -> str | None:
+    return marker_owner(markers.get(f"topic:{topic}"))
+
+
+def reaching_acls(markers: Mapping[str, str], topic: str, owner: str) -> list[str]:
+    """The projects other than `owner` whose acls' prefixed grants would reach `topic`."""
+    return sorted({o for key, marker in markers.items() if key.startswith("acl:")
+                   and (o := marker_owner(marker)) and o != owner and within_prefix(topic, o)})
+
+
+def foreign_topics_in_reach(markers: Mapping[str, str], owner: str) -> list[str]:
+    """Topics of other projects that `owner`'s prefixed grants would reach."""
+    return sorted(key.removeprefix("topic:") for key, marker in markers.items() if key.startswith("topic:")
+                  and (o := marker_owner(marker)) and o != owner and within_prefix(key.removeprefix("topic:"), owner))
 
 
 # --- clients ------------------------------------------------------------------------------
@@ -400,14 +441,14 @@ class KafkaKind(KindProvider):
     marker_kind: ClassVar[str]
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return kafka_name(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return kafka_name(name, owner, naming=naming)
 
     def failures_named(self, instance: SharedInstance) -> ContextManager[None]:
         return broker_failures_named(instance)
 
     def marker_key(self, ident: Identity) -> str:
-        return f"{self.marker_kind}:{self.engine_name(ident.name, ident.owner)}"
+        return f"{self.marker_kind}:{self.engine_name(ident.name, ident.owner, naming=ident.naming)}"
 
     def marker(self, instance: SharedInstance, admin: AdminClient, ident: Identity) -> str | None:
         return read_markers(instance, admin).get(self.marker_key(ident))
@@ -532,7 +573,7 @@ def topic_params(description: Any, configs: dict[str, str]) -> dict[str, Any]:
 
 
 class Topic(KafkaKind):
-    """An owner-prefixed topic; its ownership marker lives in the registry topic."""
+    """A topic; its ownership marker lives in the registry topic."""
 
     kind = "topic"
     marker_kind = "topic"
@@ -540,15 +581,25 @@ class Topic(KafkaKind):
     create_only = frozenset({"replication_factor"})
     refusable_in_place = frozenset({"config"})  # a name or value the broker does not take
     attributes = ("host", "port", "topic", "partitions")
+    name_attribute = "topic"
 
     @classmethod
     def clash(cls, name: str, params: dict[str, Any], other: str, other_params: dict[str, Any],
               owner: str, declared: Mapping[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
-        mine, theirs = kafka_name(name, owner), kafka_name(other, owner)
+        mine, theirs = kafka_name(name, owner, naming=CURRENT_NAMING), kafka_name(other, owner, naming=CURRENT_NAMING)
         if mine != theirs and mine.replace(".", "_") == theirs.replace(".", "_"):
             return ("name", f"topics {mine!r} and {theirs!r} differ only in '.' against '_', which Kafka refuses "
                             "side by side (their metric names would collide): rename one")
         return None
+
+    @classmethod
+    def reached_by(cls, name: str, owner: str,
+                   holders: Mapping[str, Iterable[str]]) -> tuple[str, str, str] | None:
+        topic = kafka_name(name, owner, naming=CURRENT_NAMING)
+        reaching = sorted(o for o in holders.get("acl", ()) if o != owner and within_prefix(topic, o))
+        if not reaching:
+            return None
+        return "acl", reaching[0], f"'{project_topic(reaching[0])}' or '{owner_prefix(reaching[0])}*'"
 
     def check_params(self, name: str, owner: str, params: dict[str, Any],
                      old_params: Mapping[str, Any]) -> list[CheckFailure]:
@@ -585,22 +636,26 @@ class Topic(KafkaKind):
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"topic {ident}"
         admin = admin_client(instance)
         params = live_topic(admin, name, what)
         if params is None:
             return None
         return self.observed(instance, admin, ident, params=params,
                              attributes={"topic": name, "partitions": params["partitions"],
-                                         "isolated": not foreign_grants(admin, name, ident.owner, what)})
+                                         "isolated": not self._foreign(instance, admin, name, ident.owner, what)})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["isolated"] if olds.get("isolated") is False else []
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, TopicSpec)
-        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"topic {ident}"
         admin = admin_client(instance)
+        reaching = reaching_acls(read_markers(instance, admin), name, ident.owner)
+        if reaching:
+            raise Conflict("create", what, f"topic {name!r} would be within reach of the acls of project {reaching[0]!r} "
+                           f"({owner_prefix(reaching[0])}*)", "give the topic a name outside that project's; nothing was changed")
         # Marker first: a crash before the topic exists leaves a harmless marker, never an unmarked topic.
         self.mark(instance, admin, ident, props.get("stack", ""))
         live = live_topic(admin, name, what)
@@ -615,23 +670,23 @@ class Topic(KafkaKind):
                 raise
         else:  # adopted: `create` has checked that the replication factor is as declared
             self._converge(admin, name, spec, live, what)
-            self._contain(admin, ident, name, what, "create")
+            self._contain(instance, admin, ident, name, what, "create")
         return self._attributes(instance, name, spec)
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"topic {ident}"
         spec = TopicSpec.model_validate(new.get("params") or {})
         admin = admin_client(instance)
         live = live_topic(admin, name, what)
         if live is None:
             raise NotFound("update", what, "it no longer exists", "run `pulumi refresh`, then `pulumi up` to re-create it")
         self._converge(admin, name, spec, live, what)
-        self._contain(admin, ident, name, what, "update")
+        self._contain(instance, admin, ident, name, what, "update")
         self.mark(instance, admin, ident, new.get("stack", ""))
         return self._attributes(instance, name, spec)
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        name, what = self.engine_name(ident.name, ident.owner), f"topic {ident}"
+        name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"topic {ident}"
         admin = admin_client(instance)
         if describe_topic(admin, name, what) is None:
             raise self.gone(instance, admin, ident, what, "it does not exist")
@@ -666,11 +721,16 @@ class Topic(KafkaKind):
                 result(future, "update", what, "config")
 
     @staticmethod
-    def _contain(admin: AdminClient, ident: Identity, name: str, what: str, verb: str) -> None:
+    def _foreign(instance: SharedInstance, admin: AdminClient, name: str, owner: str, what: str) -> list[AclBinding]:
+        return foreign_grants(admin, name, owner, what, project_principals(read_markers(instance, admin), owner))
+
+    def _contain(self, instance: SharedInstance, admin: AdminClient, ident: Identity, name: str, what: str,
+                 verb: str) -> None:
         """Take back the grants of the topic to principals outside the project. One that reaches other
         projects' names too (a prefix beyond the project's, `*`) is not devstack's to take back: refused."""
-        foreign = foreign_grants(admin, name, ident.owner, what)
-        beyond = [b for b in foreign if not within_project(b, ident.owner)]
+        foreign = self._foreign(instance, admin, name, ident.owner, what)
+        beyond = [b for b in foreign if not (within_project(b, ident.owner) or
+                                             (b.resource_pattern_type == ResourcePatternType.LITERAL and b.name == name))]
         if beyond:
             b = beyond[0]
             raise Unsupported(verb, what, f"{b.principal} is granted {b.operation.name} on topics "
@@ -680,7 +740,7 @@ class Topic(KafkaKind):
                               "broker (kafka-acls --remove), then run `pulumi up` again")
         revoke(admin, foreign, what)
         if foreign:  # applied by the authorizer a moment after the controller commits it
-            wait_until(lambda: not foreign_grants(admin, name, ident.owner, what), REQUEST_TIMEOUT)
+            wait_until(lambda: not self._foreign(instance, admin, name, ident.owner, what), REQUEST_TIMEOUT)
 
     @staticmethod
     def _attributes(instance: SharedInstance, name: str, spec: TopicSpec) -> dict[str, Any]:
@@ -762,18 +822,26 @@ class AclSpec(BaseModel):
         return sorted(set(value))
 
 
-def acl_patterns(owner: str) -> list[tuple[ResourceType, str, ResourcePatternType]]:
-    """The resources a project's principal is granted on: its prefix, and its bare default name."""
+def acl_patterns(owner: str, topics: Iterable[str] = ()) -> list[tuple[ResourceType, str, ResourcePatternType]]:
+    """The resources a project's principal is granted on: its prefix, its bare default name, and `topics`,
+    those of its topics named otherwise."""
     return [
         (restype, name, pattern)
         for restype in (ResourceType.TOPIC, ResourceType.GROUP)
-        for name, pattern in ((owner_prefix(owner), ResourcePatternType.PREFIXED), (owner, ResourcePatternType.LITERAL))
-    ]
+        for name, pattern in ((owner_prefix(owner), ResourcePatternType.PREFIXED),
+                              (project_topic(owner), ResourcePatternType.LITERAL))
+    ] + [(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL) for topic in sorted(topics)]
 
 
-def wanted_bindings(owner: str, principal: str, spec: AclSpec) -> set[AclBinding]:
+def exact_topics(bindings: Iterable[AclBinding], owner: str) -> list[str]:
+    """The topics granted by name beyond the project's prefix."""
+    return sorted({b.name for b in bindings if b.restype == ResourceType.TOPIC
+                   and b.resource_pattern_type == ResourcePatternType.LITERAL and not within_prefix(b.name, owner)})
+
+
+def wanted_bindings(owner: str, principal: str, spec: AclSpec, topics: Iterable[str] = ()) -> set[AclBinding]:
     bindings = set()
-    for restype, name, pattern in acl_patterns(owner):
+    for restype, name, pattern in acl_patterns(owner, topics):
         operations = spec.operations if restype == ResourceType.TOPIC else spec.group_operations
         bindings |= {AclBinding(restype, name, pattern, f"User:{principal}", "*", AclOperation[op.upper()],
                                 AclPermissionType.ALLOW) for op in operations}
@@ -796,20 +864,23 @@ def revoke(admin: AdminClient, bindings: Iterable[AclBinding], what: str) -> Non
             result(future, "revoke", what)
 
 
-def foreign_grants(admin: AdminClient, topic: str, owner: str, what: str) -> list[AclBinding]:
-    """The grants on `topic` to principals not the project's own (`User:<owner>`, `User:<owner>.<name>`):
-    another project's, or anyone's (`User:*`), wherever they point (the topic, a prefix, `*`)."""
+def foreign_grants(admin: AdminClient, topic: str, owner: str, what: str,
+                   principals: Iterable[str] = ()) -> list[AclBinding]:
+    """The grants on `topic` to principals not the project's own (`User:<owner>`, `User:<owner>.<name>`, and
+    `principals`, its acls named otherwise): another project's, or anyone's (`User:*`), wherever they point
+    (the topic, a prefix, `*`)."""
     flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.MATCH, None, None, AclOperation.ANY,
                            AclPermissionType.ALLOW)
     found = result(admin.describe_acls(flt, request_timeout=REQUEST_TIMEOUT), "describe ACLs of", what)
-    ours = (f"User:{owner}", f"User:{owner_prefix(owner)}")
-    return sorted(b for b in found if b.principal != ours[0] and not b.principal.startswith(ours[1]))
+    ours, own = (f"User:{project_topic(owner)}", f"User:{owner_prefix(owner)}"), set(principals)
+    return sorted(b for b in found if b.principal != ours[0] and not b.principal.startswith(ours[1])
+                  and b.principal not in own)
 
 
 def within_project(binding: AclBinding, owner: str) -> bool:
     """Whether a grant reaches only the project's own names, so revoking it touches no other project's."""
     if binding.resource_pattern_type == ResourcePatternType.LITERAL:
-        return binding.name == owner or binding.name.startswith(owner_prefix(owner))
+        return within_prefix(binding.name, owner)
     return binding.name.startswith(owner_prefix(owner))
 
 
@@ -846,9 +917,9 @@ def set_password(admin: AdminClient, principal: str, password: str, what: str) -
 class Acl(KafkaKind):
     """A SCRAM-SHA-512 principal with prefixed ACLs on the project's topics and consumer groups.
 
-    The principal is `User:<owner>` (or `User:<owner>.<name>` for another
-    declaration); its grants cover topics and groups named `<owner>.*` and the
-    bare `<owner>`, and nothing else, on a broker that denies by default.
+    The principal is `User:<project>` (or `User:<name>` for another declaration); its grants cover
+    topics and groups named `<project>.*`, the bare `<project>` and, by name, the project's topics its
+    `reach` lists beyond those, and nothing else, on a broker that denies by default.
     `read` reports in `aclInSync` whether the principal has exactly those
     grants; one added outside Pulumi is drift, and the next update revokes it.
     """
@@ -861,26 +932,40 @@ class Acl(KafkaKind):
     secret_outputs = ("password",)
     # Grants are made once the project's topics exist and revoked before any is dropped.
     after_kinds = ("topic",)
+    # The project's topics named otherwise than `<owner>`/`<owner>.*` are granted by name.
+    reach_kind = "topic"
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        principal = kafka_name(name, owner)
-        if _RESERVED_OWNER.fullmatch(owner):
+    def exact_reach(cls, props: Mapping[str, Any]) -> list[str]:
+        owner = str(props.get("owner") or "")
+        return sorted({str(topic) for topic in props.get(REACH) or [] if not within_prefix(str(topic), owner)})
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        principal = kafka_name(name, owner, naming=naming)
+        if _RESERVED_OWNER.fullmatch(owner) or _RESERVED_OWNER.fullmatch(project_topic(owner)):
             raise InvalidSpec("map", f"project {owner!r}", "Kafka principals of projects named 'devstack' and "
                               "'devstack-*' are reserved: the local broker's own (devstack-admin, devstack-broker) "
                               "are its super users")
+        if _RESERVED_OWNER.fullmatch(principal):
+            raise InvalidSpec("map", f"name {name!r}", "Kafka principals named 'devstack' and 'devstack-*' are reserved: "
+                              "the local broker's own (devstack-admin, devstack-broker) are its super users")
         return principal
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        principal, what = self.engine_name(ident.name, ident.owner), f"acl {ident}"
+        principal, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"acl {ident}"
         admin = admin_client(instance)
         # Without its credential the principal cannot log in: the resource is gone.
         if not has_credential(admin, principal, what):
             return None
         bindings = live_bindings(admin, principal, what)
         params = acl_params(ident.owner, bindings)
-        # Exactly what those params grant, and nothing more (no other pattern, no DENY, no host).
-        in_sync = bindings == wanted_bindings(ident.owner, principal, AclSpec.model_construct(**params))
+        # Exactly what those params grant, and nothing more (no other pattern, no DENY, no host); the topics
+        # granted by name, whichever they are, only if they are the project's own.
+        topics = exact_topics(bindings, ident.owner)
+        markers = read_markers(instance, admin)
+        in_sync = (bindings == wanted_bindings(ident.owner, principal, AclSpec.model_construct(**params), topics)
+                   and all(marked_topic_owner(markers, topic) == ident.owner for topic in topics))
         return self.observed(instance, admin, ident, params=params,
                              attributes={"user": principal, "principal": f"User:{principal}", "aclInSync": in_sync})
 
@@ -892,27 +977,33 @@ class Acl(KafkaKind):
 
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, AclSpec)
-        principal = self.engine_name(ident.name, ident.owner)
+        principal = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         password = login_password(ident, principal, props)
         admin = admin_client(instance)
+        foreign = foreign_topics_in_reach(read_markers(instance, admin), ident.owner)
+        if foreign:
+            raise Conflict("create", f"acl {ident}", f"topic {foreign[0]!r} of another project is within its reach "
+                           f"({owner_prefix(ident.owner)}*)", "rename that topic; nothing was changed")
+        topics = self._reached_topics(instance, admin, ident, props)  # refused before anything is made
         self.mark(instance, admin, ident, props.get("stack", ""))
         set_password(admin, principal, password, f"acl {ident}")
-        self._converge(admin, ident, principal, spec)
+        self._converge(admin, ident, principal, spec, topics)
         return self._attributes(instance, ident, principal, password)
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        principal = self.engine_name(ident.name, ident.owner)
+        principal = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         password = login_password(ident, principal, new, old)
         admin = admin_client(instance)
         # (Its credential exists: update runs only on a resource `_owned` has found.)
         if password != old.get("password") or old.get("passwordInSync") is False:
             set_password(admin, principal, password, f"acl {ident}")
-        self._converge(admin, ident, principal, AclSpec.model_validate(new.get("params") or {}))
+        self._converge(admin, ident, principal, AclSpec.model_validate(new.get("params") or {}),
+                       self._reached_topics(instance, admin, ident, new))
         self.mark(instance, admin, ident, new.get("stack", ""))
         return self._attributes(instance, ident, principal, password)
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        principal, what = self.engine_name(ident.name, ident.owner), f"acl {ident}"
+        principal, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"acl {ident}"
         admin = admin_client(instance)
         bindings = live_bindings(admin, principal, what)
         exists = has_credential(admin, principal, what)
@@ -929,11 +1020,22 @@ class Acl(KafkaKind):
                 raise self.gone(instance, admin, ident, what, "it was dropped meanwhile") from err
         self.unmark(instance, admin, ident, props.get("stack", ""))
 
-    def _converge(self, admin: AdminClient, ident: Identity, principal: str, spec: AclSpec) -> None:
-        """Grant what the spec lists and revoke every other binding of the principal."""
+    def _reached_topics(self, instance: SharedInstance, admin: AdminClient, ident: Identity,
+                        props: Mapping[str, Any]) -> list[str]:
+        """The topics `props` ask the principal to reach by name; Conflict when one is not the project's."""
+        topics, markers = self.exact_reach(props), read_markers(instance, admin)
+        foreign = [topic for topic in topics if marked_topic_owner(markers, topic) != ident.owner]
+        if foreign:
+            raise Conflict("grant", f"acl {ident}", f"topic {foreign[0]!r} does not belong to project {ident.owner!r}",
+                           "an acl reaches only its project's topics; nothing was changed")
+        return topics
+
+    def _converge(self, admin: AdminClient, ident: Identity, principal: str, spec: AclSpec, topics: list[str]) -> None:
+        """Grant what the spec lists on the project's prefix and `topics`, and revoke every other binding of
+        the principal."""
         what = f"acl {ident}"
         live = live_bindings(admin, principal, what)
-        wanted = wanted_bindings(ident.owner, principal, spec)
+        wanted = wanted_bindings(ident.owner, principal, spec, topics)
         if wanted - live:
             for future in admin.create_acls(sorted(wanted - live), request_timeout=REQUEST_TIMEOUT).values():
                 result(future, "grant", what)

@@ -4,9 +4,8 @@ On this machine the engine is moto in server mode (tools/engines/localstack.py);
 the providers speak only the AWS APIs through boto3, so LocalStack itself
 serves them as well. Buckets are the shared S3 implementation of
 `providers.s3`. Every other kind carries the ownership marker as the
-service's own tags and an owner-prefixed name under the service's charset
-and length rules (`<owner>-<name>`, or `<owner>` for the declaration named
-after its project; a FIFO queue or topic keeps its `.fifo` suffix last).
+service's own tags and its name mapped to the service's charset and length
+rules (providers.naming; a FIFO queue or topic keeps its `.fifo` suffix last).
 """
 
 from __future__ import annotations
@@ -18,10 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from providers import naming as naming_rules
 from providers import s3
 from providers.base import KindProvider, Observed
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
-from providers.identity import Identity
+from providers.identity import PREFIXED, Identity, project_scoped
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:  # botocore.client takes 0.1s to import; clients come from s3.aws_client
@@ -44,8 +44,11 @@ class LocalstackBucket(s3.Bucket):
 # --- shared steps ------------------------------------------------------------
 
 
-def fifo_capable_name(name: str, owner: str, *, service: str, limit: int) -> str:
-    """Owner-prefixed SQS/SNS name; a declaration named `<x>.fifo` maps to `<owner>-<x>.fifo`."""
+def fifo_capable_name(name: str, owner: str, *, service: str, limit: int, naming: int) -> str:
+    """SQS/SNS name, sanitized (a final `.fifo` kept) or owner-prefixed (PREFIXED: a declaration named
+    `<x>.fifo` maps to `<owner>-<x>.fifo`)."""
+    if naming != PREFIXED:
+        return naming_rules.sqs_sns(project_scoped(name, owner, "-", naming=naming), limit=limit)
     fifo = name.endswith(FIFO)
     base = s3.prefixed(name[: -len(FIFO)] if fifo else name, owner)
     mapped = base + (FIFO if fifo else "")
@@ -58,8 +61,10 @@ def fifo_capable_name(name: str, owner: str, *, service: str, limit: int) -> str
     raise InvalidSpec("map", f"{service} name {mapped!r}", rule)
 
 
-def plain_name(name: str, owner: str, *, service: str, length: tuple[int, int]) -> str:
-    """Owner-prefixed Kinesis/DynamoDB name: letters, digits, '_', '-' and '.'."""
+def plain_name(name: str, owner: str, *, service: str, length: tuple[int, int], naming: int) -> str:
+    """Kinesis/DynamoDB name (letters, digits, '_', '-' and '.'): sanitized, or owner-prefixed (PREFIXED)."""
+    if naming != PREFIXED:
+        return naming_rules.kinesis_dynamodb(project_scoped(name, owner, "-", naming=naming), length=length)
     mapped = s3.prefixed(name, owner)
     rule = s3.name_rule(mapped, service=service, length=length, charset=_KINESIS_DYNAMODB_CHARS,
                         allowed="letters, digits, '_', '-' and '.'")
@@ -241,16 +246,16 @@ class Queue(_AwsKind):
     attributes = ("host", "port", "region", "queue", "queueUrl", "queueArn")
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return fifo_capable_name(name, owner, service="SQS queue", limit=80)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return fifo_capable_name(name, owner, service="SQS queue", limit=80, naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, QueueSpec)
         return fifo_rules(name, spec.fifo, spec.content_based_deduplication, "queue")
 
     @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
+        name, sqs = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "sqs")
         url = _queue_url(sqs, name)
         if url is None:
             return None
@@ -268,7 +273,7 @@ class Queue(_AwsKind):
         )
 
     def make(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> dict[str, Any] | None:
-        name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
+        name, sqs = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "sqs")
         attributes = {**_queue_attributes(spec), **({"FifoQueue": "true"} if spec.fifo else {})}
         marker = s3.marker_tags(ident, stack)
         url = sqs.create_queue(QueueName=name, Attributes=attributes, tags=marker)["QueueUrl"]
@@ -279,7 +284,7 @@ class Queue(_AwsKind):
         return self._attributes(instance, sqs, name, url) if tags == marker else None
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: QueueSpec, stack: str | None) -> dict[str, Any]:
-        name, sqs = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sqs")
+        name, sqs = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "sqs")
         url = _queue_url(sqs, name)
         live = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         # An empty value removes the setting.
@@ -324,16 +329,16 @@ class Topic(_AwsKind):
     attributes = ("host", "port", "region", "topic", "topicArn")
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return fifo_capable_name(name, owner, service="SNS topic", limit=256)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return fifo_capable_name(name, owner, service="SNS topic", limit=256, naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, TopicSpec)
         return fifo_rules(name, spec.fifo, spec.content_based_deduplication, "topic")
 
     @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name, sns = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sns")
+        name, sns = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "sns")
         # SNS has no lookup by name; the ARN is determined by region, account and name.
         arn = f"arn:aws:sns:{s3.region_of(instance)}:{account_id(instance)}:{name}"
         try:
@@ -349,7 +354,7 @@ class Topic(_AwsKind):
                         attributes={**location(instance), "topic": name, "topicArn": arn})
 
     def make(self, instance: SharedInstance, ident: Identity, spec: TopicSpec, stack: str | None) -> dict[str, Any] | None:
-        name, sns = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sns")
+        name, sns = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "sns")
         attributes = {**_topic_attributes(spec), **({"FifoTopic": "true"} if spec.fifo else {})}
         marker = s3.marker_tags(ident, stack)
         arn = sns.create_topic(Name=name, Attributes=attributes, Tags=s3.tag_list(marker))["TopicArn"]
@@ -360,7 +365,7 @@ class Topic(_AwsKind):
         return {**location(instance), "topic": name, "topicArn": arn} if tags == marker else None
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: TopicSpec, stack: str | None) -> dict[str, Any]:
-        name, sns = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "sns")
+        name, sns = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "sns")
         arn = f"arn:aws:sns:{s3.region_of(instance)}:{account_id(instance)}:{name}"
         live = sns.get_topic_attributes(TopicArn=arn)["Attributes"]
         for attribute, value in _topic_attributes(spec).items():
@@ -405,12 +410,12 @@ class Stream(_AwsKind):
     attributes = ("host", "port", "region", "stream", "streamArn")
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return plain_name(name, owner, service="Kinesis stream", length=(1, 128))
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return plain_name(name, owner, service="Kinesis stream", length=(1, 128), naming=naming)
 
     @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name, kinesis = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "kinesis")
+        name, kinesis = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "kinesis")
         summary = _stream_summary(kinesis, name)
         if summary is None:
             return None
@@ -430,14 +435,14 @@ class Stream(_AwsKind):
             return conflict
         # moto ignores CreateStream's tags and converge adds them after: a create cut between the two
         # leaves an untagged stream, which devstack must not take for its own (one made by hand looks the same).
-        name, instance = self.engine_name(ident.name, ident.owner), self._instances[ident.instance]
+        name, instance = self.engine_name(ident.name, ident.owner, naming=ident.naming), self._instances[ident.instance]
         if s3.aws_client(instance, "kinesis").list_tags_for_stream(StreamName=name).get("Tags"):
             return conflict
         return Conflict(verb, conflict.what, conflict.cause,
                         s3.cut_short_hint("untagged", instance, f"kinesis delete-stream --stream-name {name}"))
 
     def make(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str | None) -> None:
-        name, kinesis = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "kinesis")
+        name, kinesis = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "kinesis")
         try:
             kinesis.create_stream(StreamName=name, ShardCount=spec.shard_count,
                                   StreamModeDetails={"StreamMode": "PROVISIONED"}, Tags=s3.marker_tags(ident, stack))
@@ -448,7 +453,7 @@ class Stream(_AwsKind):
         self._wait_active(instance, kinesis, name)
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str | None) -> dict[str, Any]:
-        name, kinesis = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "kinesis")
+        name, kinesis = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "kinesis")
         # Tags first: some servers (moto) ignore the Tags of CreateStream.
         kinesis.add_tags_to_stream(StreamName=name, Tags=s3.marker_tags(ident, stack))
         summary = _stream_summary(kinesis, name) or {}
@@ -556,10 +561,10 @@ class Table(_AwsKind):
     attributes = ("host", "port", "region", "table", "tableArn")
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return plain_name(name, owner, service="DynamoDB table", length=(3, 255))
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return plain_name(name, owner, service="DynamoDB table", length=(3, 255), naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, TableSpec)
         provisioned = spec.billing_mode == "PROVISIONED"
         rules = []
@@ -574,7 +579,7 @@ class Table(_AwsKind):
 
     @vanished_is_none
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name, ddb = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "dynamodb")
+        name, ddb = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "dynamodb")
         table = _describe_table(ddb, name)
         if table is None:
             return None
@@ -584,7 +589,7 @@ class Table(_AwsKind):
                         attributes={**location(instance), "table": name, "tableArn": table["TableArn"]})
 
     def make(self, instance: SharedInstance, ident: Identity, spec: TableSpec, stack: str | None) -> None:
-        name, ddb = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "dynamodb")
+        name, ddb = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "dynamodb")
         keys = [(spec.hash_key, "HASH")] + ([(spec.range_key, "RANGE")] if spec.range_key else [])
         args: dict[str, Any] = {
             "TableName": name,
@@ -604,7 +609,7 @@ class Table(_AwsKind):
         self._wait_active(instance, ddb, name)
 
     def converge(self, instance: SharedInstance, ident: Identity, spec: TableSpec, stack: str | None) -> dict[str, Any]:
-        name, ddb = self.engine_name(ident.name, ident.owner), s3.aws_client(instance, "dynamodb")
+        name, ddb = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "dynamodb")
         table = _describe_table(ddb, name) or {}
         live = _table_params(table, ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {}))
         self._converge_billing(instance, ddb, name, spec, live)

@@ -20,16 +20,18 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 from pulumi.dynamic import ReadResult
 
+from providers import naming as naming_rules
 from providers import s3
-from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, one_per_key, ownership_marker
+from providers.base import (REACH, KindProvider, LazyModule, Observed, marker_field, marker_owner, one_per_key,
+                            ownership_marker)
 from providers.credentials import MINIO_SECRET_MINIMUM, password_for
 from providers.errors import Conflict, InvalidSpec, NotFound
-from providers.identity import Identity
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity, project_scoped
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
@@ -75,22 +77,26 @@ class MinioBucket(s3.Bucket):
     access_rules = 1
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        bucket = super().engine_name(name, owner)
-        if ".-" in bucket or "-." in bucket:  # MinIO's rule, not S3's: it answers 400 to the first call
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        bucket = super().engine_name(name, owner, naming=naming)
+        if naming == PREFIXED and (".-" in bucket or "-." in bucket):  # MinIO's rule, not S3's: it answers 400 to the first call
             raise InvalidSpec("map", f"bucket name {bucket!r}", "MinIO bucket names must not have '-' next to '.'",
                               "buckets are named `<project>-<name>`, or after the project alone")
         return bucket
 
     @classmethod
-    def reached_by(cls, name: str, owner: str, holders: Mapping[str, Iterable[str]]) -> tuple[str, str] | None:
-        reaching = _reaching(s3.bucket_name(name, owner), owner, holders.get("access_key", ()))
-        return ("access_key", reaching[0]) if reaching else None
+    def reached_by(cls, name: str, owner: str,
+                   holders: Mapping[str, Iterable[str]]) -> tuple[str, str, str] | None:
+        reaching = _reaching(s3.bucket_name(name, owner, naming=CURRENT_NAMING), owner, holders.get("access_key", ()))
+        if not reaching:
+            return None
+        mapped = naming_rules.bucket(reaching[0])
+        return "access_key", reaching[0], f"'{mapped}' or '{mapped}-*'"
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         observed = super().observe(instance, ident)
         if observed is not None:
-            bucket = self.engine_name(ident.name, ident.owner)
+            bucket = self.engine_name(ident.name, ident.owner, naming=ident.naming)
             key, admin = bucket_key_name(bucket), admin_client(instance)
             # Not its service accounts: every refresh would pay MinIO's Argon2 per bucket. Its policy
             # denies the key making any; an update after any other drift removes those an admin made.
@@ -114,7 +120,7 @@ class MinioBucket(s3.Bucket):
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
-        bucket, admin = self.engine_name(ident.name, ident.owner), admin_client(instance)
+        bucket, admin = self.engine_name(ident.name, ident.owner, naming=ident.naming), admin_client(instance)
         _refuse_keys_in_reach(admin, ident, bucket)
         # Before the bucket is made: a refusal then leaves nothing behind.
         fresh = not self._refuse_foreign_key(instance, admin, ident, bucket, props, "create")
@@ -124,7 +130,7 @@ class MinioBucket(s3.Bucket):
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
-        bucket, admin = self.engine_name(ident.name, ident.owner), admin_client(instance)
+        bucket, admin = self.engine_name(ident.name, ident.owner, naming=ident.naming), admin_client(instance)
         self._refuse_foreign_key(instance, admin, ident, bucket, old, "update")
         attributes = super().update_resource(instance, ident, old, new)
         return {**attributes, **self._converge_key(instance, admin, ident, bucket, new, old)}
@@ -135,13 +141,13 @@ class MinioBucket(s3.Bucket):
         except NotFound:
             # The bucket went (a drop cut short, or out of band): its key must not outlive it, or it
             # would reach the next bucket made under that name, whoever's it is.
-            _remove_marked_key(admin_client(instance), bucket_key_name(self.engine_name(ident.name, ident.owner)),
+            _remove_marked_key(admin_client(instance), bucket_key_name(self.engine_name(ident.name, ident.owner, naming=ident.naming)),
                                ident.owner)
             raise
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
         # The key first: a bucket whose drop fails stays, visible to gc; a key left alone would not be.
-        _remove_key(admin_client(instance), bucket_key_name(self.engine_name(ident.name, ident.owner)))
+        _remove_key(admin_client(instance), bucket_key_name(self.engine_name(ident.name, ident.owner, naming=ident.naming)))
         super().remove(instance, ident, observed)
 
     # --- the bucket's key ------------------------------------------------
@@ -179,7 +185,7 @@ class MinioBucket(s3.Bucket):
         # up, or another stack) was checked before it did. Each side checks after its own effect,
         # so of a racing bucket and key at least one sees the other and undoes itself.
         try:
-            _refuse_keys_in_reach(admin_client(instance), ident, s3.bucket_name(ident.name, ident.owner))
+            _refuse_keys_in_reach(admin_client(instance), ident, s3.bucket_name(ident.name, ident.owner, naming=ident.naming))
         except Conflict:
             if made:
                 self.remove(instance, ident, Observed(owner=ident.owner, params={"object_lock": spec.object_lock}))
@@ -302,8 +308,11 @@ def _ignore_missing(call, *codes: str) -> None:
 # --- naming, policy and reach ----------------------------------------------------
 
 
-def access_key_name(name: str, owner: str) -> str:
-    """The owner-prefixed MinIO user (its access key id), or InvalidSpec naming the rule."""
+def access_key_name(name: str, owner: str, *, naming: int) -> str:
+    """The MinIO user (its access key id): the name sanitized, or owner-prefixed (PREFIXED, where
+    InvalidSpec names the rule it breaks)."""
+    if naming != PREFIXED:
+        return naming_rules.minio_access_key(project_scoped(name, owner, "-", naming=naming))
     mapped = s3.prefixed(name, owner)
     rule = s3.name_rule(mapped, service="MinIO access key", length=(3, 128), charset=_ACCESS_KEY,
                         allowed="lowercase letters, digits, '-', '_' and '.', starting with a letter or digit")
@@ -317,13 +326,16 @@ def policy_name(access_key: str) -> str:
 
 
 def project_buckets(owner: str) -> list[str]:
-    """ARNs of every bucket (and its objects) the project may own: `<owner>` and `<owner>-*`."""
-    return [f"arn:aws:s3:::{owner}", f"arn:aws:s3:::{owner}/*", f"arn:aws:s3:::{owner}-*", f"arn:aws:s3:::{owner}-*/*"]
+    """ARNs of every bucket (and its objects) the project's pattern covers: `<owner>` and `<owner>-*`, the
+    project name mapped as its default bucket is."""
+    mapped = naming_rules.bucket(owner)
+    return [f"arn:aws:s3:::{mapped}", f"arn:aws:s3:::{mapped}/*", f"arn:aws:s3:::{mapped}-*", f"arn:aws:s3:::{mapped}-*/*"]
 
 
 def within_reach(bucket: str, owner: str) -> bool:
-    """Whether a key of project `owner` reaches `bucket` (the policy's `<owner>` and `<owner>-*`)."""
-    return bucket == owner or bucket.startswith(owner + "-")
+    """Whether a key of project `owner` reaches `bucket` by its pattern (`<owner>` and `<owner>-*`)."""
+    mapped = naming_rules.bucket(owner)
+    return bucket == mapped or bucket.startswith(mapped + "-")
 
 
 def key_owners(admin: MinioAdmin) -> set[str]:
@@ -361,9 +373,22 @@ def _key_policy(marker: str, buckets: list[str]) -> dict[str, Any]:
     }
 
 
-def tenant_policy(ident: Identity, stack: str | None) -> dict[str, Any]:
-    """An access key's policy: the project's buckets."""
-    return _key_policy(ownership_marker(ident, stack or ""), project_buckets(ident.owner))
+def tenant_policy(ident: Identity, stack: str | None, exact: Iterable[str] = ()) -> dict[str, Any]:
+    """An access key's policy: the project's buckets, by pattern and, for those named otherwise, `exact`."""
+    arns = [arn for bucket in sorted(exact) for arn in (f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*")]
+    return _key_policy(ownership_marker(ident, stack or ""), project_buckets(ident.owner) + arns)
+
+
+def policy_buckets(document: Mapping[str, Any] | None, owner: str) -> list[str]:
+    """The buckets a key's policy names one by one, beyond the project's pattern."""
+    found = set()
+    for statement in (document or {}).get("Statement", []):
+        resources = statement.get("Resource") or []
+        for arn in [resources] if isinstance(resources, str) else resources:
+            bucket = str(arn).removeprefix("arn:aws:s3:::").split("/")[0]
+            if "*" not in bucket and not within_reach(bucket, owner):
+                found.add(bucket)
+    return sorted(found)
 
 
 def bucket_key_policy(ident: Identity, bucket: str, stack: str | None) -> dict[str, Any]:
@@ -398,11 +423,13 @@ def _statements(document: dict[str, Any]) -> set[frozenset[tuple[str, Any]]]:
 # --- keys: a MinIO user and its one policy ---------------------------------------
 
 
-def _key_state(instance: SharedInstance, admin: MinioAdmin, key: str, expected: dict[str, Any], *,
+def _key_state(instance: SharedInstance, admin: MinioAdmin, key: str,
+               expected: dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]], *,
                service_accounts: bool = True) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
-    """(user info, its devstack policy, what differs out of band from a key with policy `expected`);
-    (None, None, []) when there is no such user. `service_accounts`: look for them too (MinIO
-    encrypts that answer with a key derived by Argon2: some 0.3 s of CPU per call)."""
+    """(user info, its devstack policy, what differs out of band from a key with policy `expected`, or
+    the policy `expected` makes of the live one); (None, None, []) when there is no such user.
+    `service_accounts`: look for them too (MinIO encrypts that answer with a key derived by Argon2:
+    some 0.3 s of CPU per call)."""
     info = _user_info(instance, admin, key)
     if info is None:
         return None, None, []
@@ -410,7 +437,7 @@ def _key_state(instance: SharedInstance, admin: MinioAdmin, key: str, expected: 
     out_of_band = []
     if info.get("status") != "enabled":
         out_of_band.append("status")
-    if not _policy_current(expected, key, info, document):
+    if not _policy_current(expected(document) if callable(expected) else expected, key, info, document):
         out_of_band.append("policy")
     if info.get("memberOf"):  # a group's policies would reach beyond the key's buckets
         out_of_band.append("groups")
@@ -495,16 +522,28 @@ class AccessKey(s3.GuardedKind):
     secret_outputs = ("secretKey",)
     # 2: the policy denies setting a bucket's encryption, notifications and replication (2026-11-30).
     access_rules = 2
+    # The project's buckets named otherwise than `<owner>`/`<owner>-*` are listed in the policy by name.
+    reach_kind = "bucket"
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return access_key_name(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return access_key_name(name, owner, naming=naming)
+
+    @classmethod
+    def exact_reach(cls, props: Mapping[str, Any]) -> list[str]:
+        owner = str(props.get("owner") or "")
+        return sorted({str(bucket) for bucket in props.get(REACH) or [] if not within_reach(str(bucket), owner)})
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        key = access_key_name(ident.name, ident.owner)
-        info, document, out_of_band = _key_state(instance, admin_client(instance), key, tenant_policy(ident, None))
+        key, admin = access_key_name(ident.name, ident.owner, naming=ident.naming), admin_client(instance)
+        # The buckets it lists by name are checked to be the project's own, whichever they are: the
+        # declarations that put them there are not known here.
+        info, document, out_of_band = _key_state(
+            instance, admin, key, lambda document: tenant_policy(ident, None, policy_buckets(document, ident.owner)))
         if info is None:
             return None
+        if "policy" not in out_of_band and self._foreign(instance, ident, policy_buckets(document, ident.owner)):
+            out_of_band.append("policy")
         owner = marker_owner(document.get("ID")) if document else None
         return Observed(owner=owner, workspace=marker_field(document.get("ID"), "stack") if document else None,
                         attributes={"accessKey": key, "policy": policy_name(key), "outOfBand": out_of_band})
@@ -514,7 +553,7 @@ class AccessKey(s3.GuardedKind):
         # A disabled user rejects every key anyway: the status drift says enough then.
         if result.id and props.get("secretKey") and "status" not in result.outs.get("outOfBand", []):
             ident = Identity.from_props(props)
-            instance, key = self._instance(ident, "read"), access_key_name(ident.name, ident.owner)
+            instance, key = self._instance(ident, "read"), access_key_name(ident.name, ident.owner, naming=ident.naming)
             with self.engine_errors(props):
                 if not _secret_works(instance, key, props["secretKey"]):
                     result.outs["outOfBand"] = [*result.outs["outOfBand"], "secretKey"]
@@ -528,7 +567,7 @@ class AccessKey(s3.GuardedKind):
         if observed.owner is not None:
             return conflict
         # The marker lives in the key's policy: a user without it may be ours with the policy deleted.
-        key = access_key_name(ident.name, ident.owner)
+        key = access_key_name(ident.name, ident.owner, naming=ident.naming)
         # The user first: MinIO refuses to remove a policy that is still attached.
         return Conflict(conflict.verb, conflict.what, conflict.cause,
                         f"the user has no devstack policy ({policy_name(key)}: missing, or rewritten without its "
@@ -550,7 +589,7 @@ class AccessKey(s3.GuardedKind):
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
         assert isinstance(spec, AccessKeySpec)
-        key = access_key_name(ident.name, ident.owner)
+        key = access_key_name(ident.name, ident.owner, naming=ident.naming)
         admin = admin_client(instance)
         document = _policy_document(admin, policy_name(key))
         if document is not None and marker_owner(document.get("ID")) != ident.owner:
@@ -560,7 +599,8 @@ class AccessKey(s3.GuardedKind):
         made = _user_info(instance, admin, key) is None
         secret = _secret(ident, key, spec.rotation, props.get("credentials", "predictable"))
         # No session minted before this create is the ledger's: a new user's are an earlier one's.
-        self._converge(instance, admin, ident, key, secret, props.get("stack"), end_sessions=True)
+        self._converge(instance, admin, ident, key, secret, props.get("stack"), self._reach(instance, ident, props),
+                       end_sessions=True)
         # Checked again now that the policy (which marks the key) stands: see MinioBucket.create_resource.
         try:
             self._refuse_foreign_buckets_in_reach(instance, ident)
@@ -573,7 +613,7 @@ class AccessKey(s3.GuardedKind):
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
-        key = access_key_name(ident.name, ident.owner)
+        key = access_key_name(ident.name, ident.owner, naming=ident.naming)
         spec = AccessKeySpec.model_validate(new.get("params") or {})
         old_rotation = (old.get("params") or {}).get("rotation")
         # A generated secret survives any update but a new rotation or credential policy.
@@ -582,7 +622,7 @@ class AccessKey(s3.GuardedKind):
                          old.get("secretKey") if unchanged else None)
         # A new secret ends the sessions the old one minted, as it ends the old secret.
         self._converge(instance, admin_client(instance), ident, key, secret, new.get("stack"),
-                       end_sessions=secret != old.get("secretKey"))
+                       self._reach(instance, ident, new), end_sessions=secret != old.get("secretKey"))
         return self._attributes(instance, key, secret)
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
@@ -591,11 +631,11 @@ class AccessKey(s3.GuardedKind):
         except NotFound:
             # A drop cut after the user went, run again: its policy goes too, or it would keep every
             # `<owner>-*` bucket of another project out of reach of creation, with nothing to remove it.
-            _remove_marked_key(admin_client(instance), access_key_name(ident.name, ident.owner), ident.owner)
+            _remove_marked_key(admin_client(instance), access_key_name(ident.name, ident.owner, naming=ident.naming), ident.owner)
             raise
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
-        _remove_key(admin_client(instance), access_key_name(ident.name, ident.owner))
+        _remove_key(admin_client(instance), access_key_name(ident.name, ident.owner, naming=ident.naming))
 
     # --- steps -----------------------------------------------------------
 
@@ -619,10 +659,32 @@ class AccessKey(s3.GuardedKind):
                     "a key reaches every bucket named after its project; move or rename that bucket; nothing was changed",
                 )
 
+    def _reach(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> list[str]:
+        """The buckets `props` ask the key to reach by name; Conflict when one is not the project's."""
+        exact = self.exact_reach(props)
+        foreign = self._foreign(instance, ident, exact)
+        if foreign:
+            raise Conflict("grant", f"access_key {ident}", f"bucket {foreign[0]!r} does not belong to project {ident.owner!r}",
+                           "a key reaches only its project's buckets; nothing was changed")
+        return exact
+
+    @staticmethod
+    def _foreign(instance: SharedInstance, ident: Identity, buckets: Iterable[str]) -> list[str]:
+        """Those of `buckets` that exist and do not carry this project's marker."""
+        admin_s3, foreign = s3.aws_client(instance, "s3"), []
+        for bucket in buckets:
+            try:
+                if s3.tags_owner(s3.bucket_tags(admin_s3, bucket)) != ident.owner:
+                    foreign.append(bucket)
+            except s3.boto_errors.ClientError as err:
+                if s3.error_code(err) != "NoSuchBucket":  # a grant on a bucket that is gone reaches nothing
+                    raise
+        return foreign
+
     @staticmethod
     def _converge(instance: SharedInstance, admin: MinioAdmin, ident: Identity, key: str, secret: str,
-                  stack: str | None, *, end_sessions: bool = False) -> None:
-        _converge_key(instance, admin, key, secret, tenant_policy(ident, stack), end_sessions=end_sessions)
+                  stack: str | None, exact: Iterable[str] = (), *, end_sessions: bool = False) -> None:
+        _converge_key(instance, admin, key, secret, tenant_policy(ident, stack, exact), end_sessions=end_sessions)
 
     @staticmethod
     def _attributes(instance: SharedInstance, key: str, secret: str) -> dict[str, Any]:

@@ -28,6 +28,10 @@ from typing import Callable, Iterable
 
 from providers.errors import InvalidSpec
 
+#: A name devstack accepts (a project's or a resource's): every function below maps any of them.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+NAME_RULE = "names use letters, digits, '-', '_' and '.', start with a letter or digit and have at most 128 characters"
+
 #: Hex digits of sha256(original text) appended where a mapping cuts or pads.
 HASH_LENGTH = 8
 

@@ -24,17 +24,19 @@ import json
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, is_dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Coroutine, Iterator, Literal, Mapping, TypeVar
 
-from pulumi.dynamic import CheckFailure
+from pulumi.dynamic import CheckFailure, ReadResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
+from providers import naming as naming_rules
+from providers.base import (KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker,
+                            referenced_name)
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.identity import Identity
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity, project_scoped
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
@@ -95,15 +97,21 @@ def nats_name(name: str, owner: str, limit: int = MAX_NAME) -> str:
     return mapped
 
 
+def subject_token(owner: str) -> str:
+    """The project's name as one subject token: no '.', which would put its subjects inside another
+    project's (`acme.shop.>` in `acme.>`)."""
+    return naming_rules.nats(owner)
+
+
 def owner_subjects(owner: str) -> str:
     """The subject space a project owns: everything under `<owner>.`."""
-    return f"{owner}.>"
+    return f"{subject_token(owner)}.>"
 
 
 def default_subjects(name: str, owner: str) -> list[str]:
     """`<owner>.>` for the default stream; `<owner>.<name>.>` for others, so named streams never overlap
     (the default one overlaps every other: validation asks for subjects of its own then, see Stream.clash)."""
-    return [owner_subjects(owner)] if name == owner else [f"{owner}.{name}.>"]
+    return [owner_subjects(owner)] if name == owner else [f"{subject_token(owner)}.{name}.>"]
 
 
 def subject_error(subject: str) -> str | None:
@@ -430,8 +438,10 @@ class NatsKind(KindProvider):
     engine = ENGINE
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return nats_name(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        if naming == PREFIXED:
+            return nats_name(name, owner)
+        return naming_rules.nats(project_scoped(name, owner, "_", naming=naming))
 
     def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
         replicas = getattr(spec, "replicas", 1)
@@ -553,6 +563,7 @@ class Stream(NatsKind):
     # More than one replica on a single server; subjects another stream on the server holds.
     refusable_in_place = frozenset({"replicas", "subjects"})
     attributes = ("host", "port", "stream", "subjects")
+    name_attribute = "stream"
 
     @classmethod
     def normalized_params(cls, params: dict[str, Any] | None, name: str, owner: str) -> dict[str, Any]:
@@ -594,8 +605,13 @@ class Stream(NatsKind):
         old) or a removed, retained one still holds its subjects, and the server would refuse the create
         part-way through the up."""
         assert isinstance(spec, StreamSpec)
-        name, subjects = self.engine_name(ident.name, ident.owner), spec.subjects or []
-        others = run(instance, lambda s: _other_streams(s.js, name))
+        subjects = spec.subjects or []
+        # Check knows no naming (an existing stream keeps it in its outputs): either one may name this stream.
+        names = set()
+        for naming in (PREFIXED, CURRENT_NAMING):
+            with suppress(InvalidSpec):
+                names.add(self.engine_name(ident.name, ident.owner, naming=naming))
+        others = run(instance, lambda s: _other_streams(s.js, names, ident.owner))
         return super().refusals(instance, ident, spec) + [
             ("subjects", f"{subject!r} overlaps {held!r} of stream {other} on the server, and NATS refuses two "
                          f"streams on one subject",
@@ -607,7 +623,7 @@ class Stream(NatsKind):
         ]
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         info = run(instance, lambda s: stream_info(s.js, name))
         if info is None:
             return None
@@ -629,14 +645,14 @@ class Stream(NatsKind):
         return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        name, what = self.engine_name(ident.name, ident.owner), f"stream {ident}"
+        name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"stream {ident}"
         with api_errors("drop", what):
             run(instance, lambda s: delete_owned_stream(s.js, name, ident, what))
 
     def _ensure(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str,
                 verb: str) -> dict[str, Any]:
         """Create the stream, or bring an existing one of ours to `spec`; a no-op when it already matches."""
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         subjects = spec.subjects or default_subjects(ident.name, ident.owner)
         marker = marker_metadata(ident, stack)
 
@@ -722,18 +738,14 @@ async def all_streams(js: JetStreamContext) -> list[StreamInfo]:
 
 
 async def owner_streams(js: JetStreamContext, owner: str) -> list[StreamInfo]:
-    """The streams whose metadata names `owner` (and whose names are in its namespace)."""
-    return [
-        info for info in await all_streams(js)
-        if (info.config.name == owner or (info.config.name or "").startswith(f"{owner}_"))
-        and metadata_owner(info.config.metadata) == owner
-    ]
+    """The streams whose metadata names `owner` (explicitly named ones are in no namespace of its own)."""
+    return [info for info in await all_streams(js) if metadata_owner(info.config.metadata) == owner]
 
 
-async def _other_streams(js: JetStreamContext, name: str) -> list[tuple[str, list[str]]]:
-    """Every stream on the server but `name`, with its subjects."""
+async def _other_streams(js: JetStreamContext, names: set[str], owner: str) -> list[tuple[str, list[str]]]:
+    """Every stream on the server but `owner`'s called one of `names`, with its subjects."""
     return [(info.config.name or "", list(info.config.subjects or [])) for info in await all_streams(js)
-            if info.config.name != name]
+            if not (info.config.name in names and metadata_owner(info.config.metadata) == owner)]
 
 
 async def find_consumer(js: JetStreamContext, owner: str, name: str) -> tuple[StreamInfo, ConsumerInfo] | None:
@@ -768,7 +780,7 @@ class Consumer(NatsKind):
                      old_params: Mapping[str, Any]) -> list[CheckFailure]:
         failures = []
         try:
-            Stream.engine_name(params["stream"], owner)
+            Stream.engine_name(params["stream"], owner, naming=CURRENT_NAMING)
         except InvalidSpec as err:
             failures.append(CheckFailure("params.stream", str(err)))
         if params.get("filter_subject") is not None:
@@ -825,7 +837,7 @@ class Consumer(NatsKind):
                 f"its own subjects)")
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         found = run(instance, lambda s: find_consumer(s.js, ident.owner, name))
         if found is None:
             return None
@@ -839,16 +851,25 @@ class Consumer(NatsKind):
                         "configInSync": not off_layout(info.config, CONSUMER_LAYOUT)},
         )
 
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        result = super().read(id_, props)
+        # Its stream's declaration is read back from the stream's name, which only owner-prefixed naming
+        # can invert: on the stream it was made on, the declared one stands.
+        if result.id and result.outs.get("stream") == props.get("stream") and (props.get("params") or {}).get("stream"):
+            result.outs["params"] = {**result.outs["params"], "stream": props["params"]["stream"]}
+        return result
+
     def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(spec, ConsumerSpec)
-        return self._ensure(instance, ident, spec, props.get("stack", ""), "create")
+        return self._ensure(instance, ident, spec, props.get("stack", ""), "create", referenced_name(props, "stream"))
 
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         spec = ConsumerSpec.model_validate(new.get("params") or {})
-        return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
+        return self._ensure(instance, ident, spec, new.get("stack", ""), "update",
+                            referenced_name(new, "stream") or old.get("stream"))
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
 
         async def work(session: Session) -> None:
             found = await find_consumer(session.js, ident.owner, name)
@@ -863,10 +884,11 @@ class Consumer(NatsKind):
             run(instance, work)
 
     def _ensure(self, instance: SharedInstance, ident: Identity, spec: ConsumerSpec, stack: str,
-                verb: str) -> dict[str, Any]:
+                verb: str, stream: str | None) -> dict[str, Any]:
         """Create the consumer, or converge an existing one of ours; a no-op when it already matches."""
-        name, what = self.engine_name(ident.name, ident.owner), f"consumer {ident}"
-        stream = Stream.engine_name(spec.stream, ident.owner)
+        name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"consumer {ident}"
+        # The stream as its resource records it (`stream`), else as this consumer's naming maps it.
+        stream = stream or Stream.engine_name(spec.stream, ident.owner, naming=ident.naming)
         marker = marker_metadata(ident, stack)
 
         async def work(session: Session) -> None:
@@ -976,11 +998,14 @@ class Kv(NatsKind):
     attributes = ("host", "port", "bucket")
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return nats_name(name, owner, limit=MAX_NAME - len(KV_STREAM_PREFIX))
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        limit = MAX_NAME - len(KV_STREAM_PREFIX)
+        if naming == PREFIXED:
+            return nats_name(name, owner, limit=limit)
+        return naming_rules.nats(project_scoped(name, owner, "_", naming=naming), limit=limit)
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        bucket = self.engine_name(ident.name, ident.owner)
+        bucket = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         info = run(instance, lambda s: stream_info(s.js, KV_STREAM_PREFIX + bucket))
         if info is None:
             return None
@@ -997,13 +1022,13 @@ class Kv(NatsKind):
         return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        stream, what = KV_STREAM_PREFIX + self.engine_name(ident.name, ident.owner), f"kv {ident}"
+        stream, what = KV_STREAM_PREFIX + self.engine_name(ident.name, ident.owner, naming=ident.naming), f"kv {ident}"
         with api_errors("drop", what):
             run(instance, lambda s: delete_owned_stream(s.js, stream, ident, what))
 
     def _ensure(self, instance: SharedInstance, ident: Identity, spec: KvSpec, stack: str,
                 verb: str) -> dict[str, Any]:
-        bucket = self.engine_name(ident.name, ident.owner)
+        bucket = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         marker = marker_metadata(ident, stack)
 
         async def work(session: Session) -> None:

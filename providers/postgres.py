@@ -23,14 +23,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, ClassVar, Iterable, Iterator
+from typing import Any, ClassVar, Iterable, Iterator, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
+from providers import naming as naming_rules
+from providers.base import (KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker,
+                            referenced_name)
 from providers.credentials import Rotation, hashed_password, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
-from providers.identity import Identity
+from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
 
 # Imported on the first engine call: the program, check and diff never need them.
@@ -92,14 +94,18 @@ def role_identifier(name: str) -> str:
 
 
 def tenant_role(owner: str) -> str:
-    """The LOGIN role that owns a project's databases."""
-    return role_identifier(owner)
+    """The LOGIN role that owns a project's databases: the project name, mapped (`shop-x` is `shop_x`)."""
+    return naming_rules.postgres_role(owner)
 
 
-def namespaced_role(name: str, owner: str) -> str:
-    """`<owner>_<name>`: the engine name of a project's group role or login user."""
-    tenant_role(owner)  # a broken owner is reported as such, not as a broken combined name
-    return role_identifier(f"{owner}_{name}")
+def namespaced_role(name: str, owner: str, *, naming: int) -> str:
+    """The engine name of a project's group role or login user: `<owner>_<name>` (PREFIXED); SANITIZED:
+    the name itself, sanitized, and `<owner>_<owner>` for the one named after the project, as `<owner>`
+    is the login role of the project's databases."""
+    project = tenant_role(owner)  # a broken owner is reported as such, not as a broken combined name
+    if naming == PREFIXED:
+        return role_identifier(f"{owner}_{name}")
+    return naming_rules.postgres_role(f"{project}_{project}" if name == owner else name)
 
 
 #: Settings every admin session pins. A tenant owns its database and may `ALTER DATABASE ... SET`
@@ -649,9 +655,9 @@ class Database(KindProvider):
     secret_outputs = ("password",)
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
         tenant_role(owner)  # the owner must map too: it names the role
-        mapped = identifier(name)
+        mapped = identifier(name) if naming == PREFIXED else naming_rules.postgres_identifier(name)
         if mapped in SERVER_DATABASES:
             raise InvalidSpec("map", repr(name), f"every PostgreSQL server has a database {mapped!r} of its own; "
                               "choose another name")
@@ -677,7 +683,7 @@ class Database(KindProvider):
         return [("extensions", "; ".join(problems), EXTENSIONS_FIX)] if problems else []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        database = identifier(ident.name)
+        database = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_connection(instance) as conn, ddl_lock(conn, shared=True):
             row = conn.execute(
                 """
@@ -720,7 +726,7 @@ class Database(KindProvider):
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
         assert isinstance(spec, DatabaseSpec)
-        database, role = identifier(ident.name), tenant_role(ident.owner)
+        database, role = self.engine_name(ident.name, ident.owner, naming=ident.naming), tenant_role(ident.owner)
         marker = ownership_marker(ident, props.get("stack", ""))
         with admin_connection(instance) as conn, ddl_lock(conn):
             # Re-checked under the lock: another stack may have taken the name since observe.
@@ -761,7 +767,7 @@ class Database(KindProvider):
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
-        database, role = identifier(ident.name), tenant_role(ident.owner)
+        database, role = self.engine_name(ident.name, ident.owner, naming=ident.naming), tenant_role(ident.owner)
         password = login_password(ident, role, new, old)
         marker = ownership_marker(ident, new.get("stack", ""))
         spec = DatabaseSpec.model_validate(new.get("params") or {})
@@ -781,7 +787,7 @@ class Database(KindProvider):
         return self._attributes(instance, database, role, password)
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        database, role = identifier(ident.name), tenant_role(ident.owner)
+        database, role = self.engine_name(ident.name, ident.owner, naming=ident.naming), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
             if not _database_exists(conn, database):
                 # A drop cut short after DROP DATABASE: its LOGIN role (with a password) must go too,
@@ -1045,12 +1051,12 @@ class _ProjectRoleKind(KindProvider):
     logins = True
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return namespaced_role(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return namespaced_role(name, owner, naming=naming)
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         with admin_connection(instance) as conn, ddl_lock(conn, shared=True):
-            row = role_row(conn, self.engine_name(ident.name, ident.owner))
+            row = role_row(conn, self.engine_name(ident.name, ident.owner, naming=ident.naming))
         return None if row is None else self._observed(row)
 
     def _observed(self, row: RoleRow) -> Observed:
@@ -1074,7 +1080,7 @@ class _ProjectRoleKind(KindProvider):
         return row
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        name, project = self.engine_name(ident.name, ident.owner), tenant_role(ident.owner)
+        name, project = self.engine_name(ident.name, ident.owner, naming=ident.naming), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
             if self._claim(conn, ident, name, "drop") is None:
                 raise NotFound("drop", f"{self.kind} {ident}", "it does not exist")
@@ -1126,6 +1132,7 @@ class Role(_ProjectRoleKind):
     kind = "role"
     Spec = RoleSpec
     attributes = ("host", "port", "role")
+    name_attribute = "role"
 
     def _observed(self, row: RoleRow) -> Observed:
         return Observed(owner=row.owner, params={"inherit": row.inherit}, workspace=row.workspace,
@@ -1148,7 +1155,7 @@ class Role(_ProjectRoleKind):
 
     def _apply(self, instance: SharedInstance, ident: Identity, spec: RoleSpec, stack: str) -> dict[str, Any]:
         """Create the group role when missing, then converge its settings and marker (idempotent)."""
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_connection(instance) as conn, ddl_lock(conn):
             claimed = self._claim(conn, ident, name)
             with conn.transaction():  # never a role without its marker
@@ -1198,49 +1205,62 @@ class User(_ProjectRoleKind):
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
         assert isinstance(spec, UserSpec)
-        return self._apply(instance, ident, spec, self._password(ident, props), props.get("stack", ""))
+        return self._apply(instance, ident, spec, self._password(ident, props), props.get("stack", ""),
+                           self._role(ident, props))
 
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
         spec = UserSpec.model_validate(new.get("params") or {})
-        return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
+        return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""),
+                           self._role(ident, new))
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         changed = ([] if olds.get("login", True) else ["login"]) + (["isolated"] if olds.get("isolated") is False else [])
         if "member_of" in olds and olds.get("owner"):
             try:
-                expected = self._groups(olds["owner"], UserSpec.model_validate(olds.get("params") or {}))
+                expected = self._groups(olds["owner"], UserSpec.model_validate(olds.get("params") or {}),
+                                        self._role(Identity.from_props(olds), olds))
             except (InvalidSpec, ValueError):
                 return changed  # a broken spec is reported by create/update, not by a pure diff
             changed += [] if sorted(olds["member_of"]) == expected else ["member_of"]
         return changed
 
     def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
-        return login_password(ident, self.engine_name(ident.name, ident.owner), new, old)
+        return login_password(ident, self.engine_name(ident.name, ident.owner, naming=ident.naming), new, old)
 
     def login_works(self, instance: SharedInstance, user: str, password: str) -> bool:
         return password_works(instance, user, password)
 
     @staticmethod
-    def _groups(owner: str, spec: UserSpec) -> list[str]:
-        groups = [tenant_role(owner)]
-        if spec.role:
-            groups.append(namespaced_role(spec.role, owner))
-        return sorted(groups)
+    def _groups(owner: str, spec: UserSpec, role: str | None) -> list[str]:
+        return sorted([tenant_role(owner), *([role] if role else [])])
+
+    @staticmethod
+    def _database(ident: Identity, spec: UserSpec) -> str:
+        """The database the user's DSN names, as this user's naming maps its declaration."""
+        return Database.engine_name(spec.database or ident.owner, ident.owner, naming=ident.naming)
+
+    @staticmethod
+    def _role(ident: Identity, props: Mapping[str, Any]) -> str | None:
+        """The group role the user is a member of: as its resource records it, else as this user's naming maps it."""
+        role = (props.get("params") or {}).get("role")
+        if not role:
+            return None
+        return referenced_name(props, "role") or namespaced_role(role, ident.owner, naming=ident.naming)
 
     def _apply(
-        self, instance: SharedInstance, ident: Identity, spec: UserSpec, password: str, stack: str
+        self, instance: SharedInstance, ident: Identity, spec: UserSpec, password: str, stack: str, role: str | None
     ) -> dict[str, Any]:
         """Check everything first (nothing changes on a conflict), then create or converge."""
-        name, project = self.engine_name(ident.name, ident.owner), tenant_role(ident.owner)
-        database = identifier(spec.database or ident.owner)
-        groups = self._groups(ident.owner, spec)
+        name, project = self.engine_name(ident.name, ident.owner, naming=ident.naming), tenant_role(ident.owner)
+        database = self._database(ident, spec)
+        groups = self._groups(ident.owner, spec, role)
         with admin_connection(instance) as conn, ddl_lock(conn):
             row = self._claim(conn, ident, name)
             project_row = self._check_project_role(conn, ident, project)
             if spec.role:
-                self._check_group(conn, ident, spec.role, namespaced_role(spec.role, ident.owner))
+                self._check_group(conn, ident, spec.role, role)
             # One transaction: a role never exists without its marker, nor a login with the project's grants
             # but none of devstack's (a call cut short used to leave one that every later up refused).
             with conn.transaction():

@@ -27,10 +27,11 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers import naming as naming_rules
 from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.identity import Identity
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity, project_scoped
 from providers.instances import SharedInstance
 
 # Imported on the first engine call: the program, check and diff never need it.
@@ -69,11 +70,19 @@ DENIED_COMMANDS = (
 SCAN_DENIED = "-scan"
 
 
-def engine_name(name: str, owner: str) -> str:
-    """`<owner>` for the project's default declaration, `<owner>-<name>` otherwise.
+def engine_name(name: str, owner: str, *, naming: int) -> str:
+    """`<owner>` for the project's default declaration, `<owner>-<name>` otherwise (SANITIZED: not
+    prefixed again, and sanitized).
 
     Raise InvalidSpec naming the rule a name breaks.
     """
+    if naming != PREFIXED:
+        if owner in RESERVED_OWNERS:
+            raise InvalidSpec("map", f"owner {owner!r}", "the `devstack:` key prefix is reserved for devstack's own markers")
+        mapped = naming_rules.redis(project_scoped(name, owner, "-", naming=naming))
+        if mapped in RESERVED_USERS:
+            raise InvalidSpec("map", f"name {name!r}", f"{mapped!r} is a user every Redis server has")
+        return mapped
     for label, value in (("owner", owner), ("name", name)):
         if not _NAME.fullmatch(value):
             raise InvalidSpec(
@@ -265,8 +274,8 @@ class RedisIndex(KindProvider):
     attributes = ("host", "port", "db")
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return engine_name(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return engine_name(name, owner, naming=naming)
 
     def holds(self, param: str, value: Any, live: dict[str, Any]) -> bool:
         # Unpinned, it keeps whatever index it holds; pinned to that very index, too (ALLOCATE
@@ -284,14 +293,14 @@ class RedisIndex(KindProvider):
             if spec.index >= count:
                 return [("index", _out_of_range(spec.index, count), f"pick one from 1 to {count - 1}, or leave it unset")]
             found = client.register_script(PROBE)(keys=[ALLOCATIONS_KEY],
-                                                  args=[spec.index, self.engine_name(ident.name, ident.owner)])
+                                                  args=[spec.index, self.engine_name(ident.name, ident.owner, naming=ident.naming)])
         if found in ("allocated", "keys"):
             return [("index", _taken(spec.index), "pick another params.index or leave it unset")]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         with admin_client(instance) as client:
-            text = client.hget(ALLOCATIONS_KEY, self.engine_name(ident.name, ident.owner))
+            text = client.hget(ALLOCATIONS_KEY, self.engine_name(ident.name, ident.owner, naming=ident.naming))
         if text is None:
             return None
         entry = _entry(text)
@@ -313,7 +322,7 @@ class RedisIndex(KindProvider):
         return self._allocate(instance, ident, spec, new.get("stack", ""), "update")
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        field = self.engine_name(ident.name, ident.owner)
+        field = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_client(instance) as client:
             status, detail = client.register_script(RELEASE)(keys=[ALLOCATIONS_KEY], args=[field, ident.owner])
         if status == "missing":
@@ -323,7 +332,7 @@ class RedisIndex(KindProvider):
 
     def _allocate(self, instance: SharedInstance, ident: Identity, spec: RedisIndexSpec, stack: str, verb: str) -> dict[str, Any]:
         """Run ALLOCATE: the existing index of this owner/name, else the lowest free one (or the pinned one)."""
-        field = self.engine_name(ident.name, ident.owner)
+        field = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         marker = _marker(ident, stack, name=ident.name, pinned=spec.index is not None)
         with admin_client(instance) as client:
             count = int(client.config_get("databases")["databases"])
@@ -443,11 +452,11 @@ class AclUser(KindProvider):
     secret_outputs = ("password",)
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return engine_name(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return engine_name(name, owner, naming=naming)
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_client(instance) as client:
             live = client.execute_command("ACL", "GETUSER", name)
             text = client.hget(ACL_OWNERS_KEY, name)
@@ -474,7 +483,7 @@ class AclUser(KindProvider):
         return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_client(instance) as client:
             entry = _entry(client.hget(ACL_OWNERS_KEY, name))
             exists = client.execute_command("ACL", "GETUSER", name) is not None
@@ -503,13 +512,13 @@ class AclUser(KindProvider):
         return hashlib.sha256(password.encode()).hexdigest() in hashes
 
     def _password(self, ident: Identity, new: dict[str, Any], old: dict[str, Any] | None = None) -> str:
-        return login_password(ident, self.engine_name(ident.name, ident.owner), new, old)
+        return login_password(ident, self.engine_name(ident.name, ident.owner, naming=ident.naming), new, old)
 
     def _apply(
         self, instance: SharedInstance, ident: Identity, spec: AclUserSpec, password: str, stack: str
     ) -> dict[str, Any]:
         """Claim the name, set the full rule set in one ACL SETUSER (atomic, always enabled), record its fingerprint."""
-        name = self.engine_name(ident.name, ident.owner)
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_client(instance) as client:
             if spec.read_only and not FEATURES["read_only_keys"](_version(client)):
                 raise Unsupported("create", f"{self.kind} {ident}", "readOnly needs Redis 7.0 or newer", "drop readOnly")

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Iterator, Mappi
 from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import KindProvider, LazyModule, Observed, one_per_key
+from providers import naming as naming_rules
+from providers.base import KindProvider, LazyModule, Observed, one_per_key, referenced_name
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
-from providers.identity import Identity
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity, naming_of, project_scoped
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
@@ -224,8 +225,9 @@ class GuardedKind(KindProvider):
     Kinds implement `remove` instead of `drop`.
     """
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
-        """(field, message) for each rule across fields (or name and params) the spec breaks."""
+    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
+        """(field, message) for each rule across fields (or name and params) the spec breaks, for a resource
+        named by `naming`."""
         return []
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
@@ -237,7 +239,8 @@ class GuardedKind(KindProvider):
         name, owner = str(news.get("name") or ""), str(news.get("owner") or "")
         if not result.failures:
             spec = self.Spec.model_validate(result.inputs.get("params") or {})
-            result.failures.extend(CheckFailure(field, message) for field, message in self.spec_rules(name, owner, spec))
+            rules = self.spec_rules(name, owner, spec, naming=naming_of(news, CURRENT_NAMING))
+            result.failures.extend(CheckFailure(field, message) for field, message in rules)
         return result
 
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
@@ -247,7 +250,7 @@ class GuardedKind(KindProvider):
 
     def enforce(self, verb: str, ident: Identity, spec: BaseModel) -> None:
         """Raise InvalidSpec for the first broken cross-field rule (for callers that skipped check)."""
-        broken = self.spec_rules(ident.name, ident.owner, spec)
+        broken = self.spec_rules(ident.name, ident.owner, spec, naming=ident.naming)
         if broken:
             field, message = broken[0]
             raise InvalidSpec(verb, f"{self.kind} {ident}", f"{field}: {message}")
@@ -284,8 +287,11 @@ def bucket_rule(mapped: str) -> str | None:
     return None
 
 
-def bucket_name(name: str, owner: str) -> str:
-    """The owner-prefixed bucket of a declaration, or InvalidSpec naming the S3 rule it breaks."""
+def bucket_name(name: str, owner: str, *, naming: int) -> str:
+    """The bucket of a declaration: its name sanitized (SANITIZED), or owner-prefixed (PREFIXED, where
+    InvalidSpec names the S3 rule it breaks)."""
+    if naming != PREFIXED:
+        return naming_rules.bucket(project_scoped(name, owner, "-", naming=naming))
     mapped = prefixed(name, owner)
     rule = bucket_rule(mapped)
     if rule:
@@ -416,21 +422,22 @@ class Bucket(GuardedKind):
     Spec = BucketSpec
     create_only = frozenset({"object_lock"})
     attributes = ("host", "port", "region", "bucket")
+    name_attribute = "bucket"
     #: Whether the engine gives a deleted bucket's tags to the next bucket of its name (see delete_bucket).
     keeps_deleted_tags: ClassVar[bool] = False
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return bucket_name(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return bucket_name(name, owner, naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, BucketSpec)
         if spec.object_lock and not spec.versioning:
             return [("params.versioning", "object lock needs versioning: true (locked objects are kept as versions)")]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        bucket, s3 = bucket_name(ident.name, ident.owner, naming=ident.naming), aws_client(instance, "s3")
         if not bucket_exists(s3, bucket):
             return None
         tags = bucket_tags(s3, bucket)
@@ -453,7 +460,7 @@ class Bucket(GuardedKind):
         # S3 makes a bucket and tags it in two calls: one cut between them leaves an empty, untagged
         # bucket, which devstack must not take for its own (a bucket made by hand looks the same).
         instance = self._instances[ident.instance]
-        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        bucket, s3 = bucket_name(ident.name, ident.owner, naming=ident.naming), aws_client(instance, "s3")
         if s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount"):
             return conflict
         return Conflict(verb, conflict.what, conflict.cause,
@@ -464,7 +471,7 @@ class Bucket(GuardedKind):
     ) -> dict[str, Any]:
         assert isinstance(spec, BucketSpec)
         self.enforce("create", ident, spec)
-        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        bucket, s3 = bucket_name(ident.name, ident.owner, naming=ident.naming), aws_client(instance, "s3")
         adopted = bucket_exists(s3, bucket)
         if adopted:
             # `create` observed before it called this: one made meanwhile (another stack) is not ours to converge.
@@ -504,7 +511,7 @@ class Bucket(GuardedKind):
     ) -> dict[str, Any]:
         spec = BucketSpec.model_validate(new.get("params") or {})
         self.enforce("update", ident, spec)
-        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        bucket, s3 = bucket_name(ident.name, ident.owner, naming=ident.naming), aws_client(instance, "s3")
         self._converge(s3, ident, bucket, spec, new.get("stack"), bucket_policy=True)
         with _bucket_lock(instance, bucket):  # the project's lifecycle rules may be written meanwhile
             rules = _rules(s3, bucket)
@@ -514,7 +521,7 @@ class Bucket(GuardedKind):
         return self._attributes(instance, bucket)
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
-        bucket, s3 = bucket_name(ident.name, ident.owner), aws_client(instance, "s3")
+        bucket, s3 = bucket_name(ident.name, ident.owner, naming=ident.naming), aws_client(instance, "s3")
         # S3 refuses to delete a bucket that holds anything, old versions included; the project's
         # services may still be writing into it, so it is emptied again a few times before giving up.
         for _ in range(REMOVE_ATTEMPTS):
@@ -591,9 +598,13 @@ def _bucket_lock(instance: SharedInstance, bucket: str) -> Iterator[None]:
         yield
 
 
-def rule_id(name: str, owner: str) -> str:
-    """`devstack:<owner>:<name>`: the reserved prefix is the rule's ownership marker (rules carry no tags)."""
+def rule_id(name: str, owner: str, *, naming: int) -> str:
+    """`devstack:<owner>:<name>`: the reserved prefix is the rule's ownership marker (rules carry no tags).
+    Rule ids take any text: SANITIZED keeps both parts as they are (no name devstack accepts has a ':')."""
     mapped = f"{RULE_PREFIX}{owner}:{name}"
+    if naming != PREFIXED:
+        prefix = f"{RULE_PREFIX}{owner}:"
+        return mapped if len(mapped) <= 255 else prefix + naming_rules.suffixed(name, name, 255 - len(prefix))
     if len(mapped) > 255:
         raise InvalidSpec("map", f"lifecycle rule {mapped!r}", "S3 lifecycle rule ids are at most 255 characters")
     if not (_RULE_NAME.fullmatch(name) and _RULE_NAME.fullmatch(owner)):
@@ -675,8 +686,8 @@ class Lifecycle(GuardedKind):
     references: ClassVar[dict[str, str]] = {"bucket": "bucket"}
 
     @classmethod
-    def engine_name(cls, name: str, owner: str) -> str:
-        return rule_id(name, owner)
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return rule_id(name, owner, naming=naming)
 
     @classmethod
     def referenced(cls, params: Mapping[str, Any], owner: str, name: str | None = None) -> dict[str, str]:
@@ -693,18 +704,18 @@ class Lifecycle(GuardedKind):
     def defaults(self, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
         return {**super().defaults(params, name, owner), **({"bucket": name} if "bucket" in params else {})}
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel) -> list[tuple[str, str]]:
+    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, LifecycleSpec)
         try:
-            bucket_name(spec.bucket or name, owner)
+            bucket_name(spec.bucket or name, owner, naming=naming)
         except InvalidSpec as err:
             return [("params.bucket", err.cause)]
         return []
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         """Find the rule among the owner's buckets (the bucket param is not part of the identity)."""
-        rule, s3 = rule_id(ident.name, ident.owner), aws_client(instance, "s3")
-        located = self._locate(s3, ident.owner, rule)
+        rule, s3 = rule_id(ident.name, ident.owner, naming=ident.naming), aws_client(instance, "s3")
+        located = self._locate(s3, ident, rule)
         if not located:
             return None
         bucket, found = located[0]
@@ -723,32 +734,36 @@ class Lifecycle(GuardedKind):
     ) -> dict[str, Any]:
         assert isinstance(spec, LifecycleSpec)
         self.enforce("create", ident, spec)
-        return self._apply(instance, ident, spec, "create")
+        return self._apply(instance, ident, spec, "create", referenced_name(props, "bucket"))
 
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
     ) -> dict[str, Any]:
-        return self._apply(instance, ident, LifecycleSpec.model_validate(new.get("params") or {}), "update")
+        return self._apply(instance, ident, LifecycleSpec.model_validate(new.get("params") or {}), "update",
+                           referenced_name(new, "bucket") or old.get("bucket"))
 
     def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
-        bucket, rule, s3 = observed.attributes["bucket"], rule_id(ident.name, ident.owner), aws_client(instance, "s3")
+        bucket, rule, s3 = observed.attributes["bucket"], rule_id(ident.name, ident.owner, naming=ident.naming), aws_client(instance, "s3")
         with _bucket_lock(instance, bucket):
             _put_rules(s3, bucket, [r for r in _rules(s3, bucket) if r.get("ID") != rule])
 
     # --- steps -----------------------------------------------------------
 
-    def _apply(self, instance: SharedInstance, ident: Identity, spec: LifecycleSpec, verb: str) -> dict[str, Any]:
+    def _apply(self, instance: SharedInstance, ident: Identity, spec: LifecycleSpec, verb: str,
+               bucket: str | None) -> dict[str, Any]:
         """Put this rule (replacing an older version of it) into its bucket's configuration.
 
         A copy left in another of the owner's buckets (a replacement after
         `bucket` changed, with the old rule retained) is moved, not doubled:
-        one rule id names one rule.
+        one rule id names one rule. `bucket`: the referenced bucket's name as its resource records it
+        (None: as this rule's naming maps its declaration).
         """
-        bucket, rule = bucket_name(spec.bucket or ident.name, ident.owner), rule_id(ident.name, ident.owner)
+        bucket = bucket or bucket_name(spec.bucket or ident.name, ident.owner, naming=ident.naming)
+        rule = rule_id(ident.name, ident.owner, naming=ident.naming)
         s3 = aws_client(instance, "s3")
         self._require_bucket(s3, ident, bucket, verb)
         wanted = _rule(rule, spec.expire_days, spec.prefix, spec.enabled)
-        for elsewhere, _ in self._locate(s3, ident.owner, rule):
+        for elsewhere, _ in self._locate(s3, ident, rule):
             if elsewhere != bucket:
                 with _bucket_lock(instance, elsewhere):
                     _put_rules(s3, elsewhere, [r for r in _rules(s3, elsewhere) if r.get("ID") != rule])
@@ -771,11 +786,22 @@ class Lifecycle(GuardedKind):
                            "a lifecycle rule goes only on a bucket of its own project; nothing was changed")
 
     @staticmethod
-    def _locate(s3: BaseClient, owner: str, rule: str) -> list[tuple[str, dict[str, Any]]]:
-        """(bucket, rule) for each of the owner's buckets that holds `rule` (normally one)."""
+    def _locate(s3: BaseClient, ident: Identity, rule: str) -> list[tuple[str, dict[str, Any]]]:
+        """(bucket, rule) for each of the owner's buckets that holds `rule` (normally one).
+
+        Owner-prefixed buckets first; a rule named by sanitized names may sit on any bucket of the owner,
+        so the others are looked at only when those hold it nowhere."""
+        owner, names = ident.owner, [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
+        prefixed_names = [name for name in names if name == owner or name.startswith(owner + "-")]
+        found = Lifecycle._rules_in(s3, owner, rule, prefixed_names)
+        if found or ident.naming == PREFIXED:
+            return found
+        return Lifecycle._rules_in(s3, owner, rule, [name for name in names if name not in prefixed_names])
+
+    @staticmethod
+    def _rules_in(s3: BaseClient, owner: str, rule: str, buckets: list[str]) -> list[tuple[str, dict[str, Any]]]:
         found = []
-        names = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
-        for bucket in (name for name in names if name == owner or name.startswith(owner + "-")):
+        for bucket in buckets:
             try:
                 if tags_owner(bucket_tags(s3, bucket)) != owner:
                     continue

@@ -40,7 +40,7 @@ from components.yamlfile import encryption_salt
 from providers.base import marker_workspace
 from providers import registry, s3
 from providers.errors import EngineUnavailable
-from providers.identity import Identity
+from providers.identity import PREFIXED, Identity
 from providers.instances import instances_from_config
 from tests.devstack.conftest import (
     Sandbox,
@@ -84,7 +84,7 @@ def orphan_plan(p: str) -> list[tuple[str, str, str, str, dict]]:
 def engine_name(engine: str, kind: str, name: str, owner: str) -> str:
     from providers import registry
 
-    return registry.provider_class(engine, kind).engine_name(name, owner)
+    return registry.provider_class(engine, kind).engine_name(name, owner, naming=PREFIXED)
 
 
 def create(config, engine, instance, kind, name, owner, stack, params=None) -> None:
@@ -321,7 +321,7 @@ def test_declaration_name_inverts_engine_names(engine, kind, name, owner):
 
 
 def test_unmappable_engine_name_has_no_declaration_name():
-    assert declaration_name("kafka", "topic", "other.clicks", "shop") is None
+    assert declaration_name("kafka", "topic", "a b", "shop") is None
     assert declaration_name("postgres", "role", "Bad Name", "shop") is None
 
 

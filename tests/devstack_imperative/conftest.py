@@ -22,7 +22,7 @@ from pulumi import automation as auto
 from components.models import instance_name
 from devstack import cli, yamledit
 from providers import registry
-from providers.identity import Identity
+from providers.identity import CURRENT_NAMING, Identity
 from providers.instances import SharedInstance
 from tools.pulumi_env import ROOT
 
@@ -89,7 +89,7 @@ class Scratch:
     def observe(self, engine: str, kind: str, name: str):
         """The live resource as its provider sees it (None when absent)."""
         provider = registry.provider_class(engine, kind)()
-        ident = Identity(engine, INSTANCES[engine], kind, name, self.project)
+        ident = Identity(engine, INSTANCES[engine], kind, name, self.project, naming=CURRENT_NAMING)
         return provider.observe(self.instance(engine), ident)
 
     def state_keys(self) -> set[str]:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from providers.base import KindProvider
+from providers.identity import PREFIXED
 from providers.instances import WORKSPACE_KEY
 from tests.conftest import configured
 
@@ -79,11 +80,14 @@ def owner() -> str:
 
 
 def props(engine: str, instance: str, kind: str, name: str, owner: str, params: dict | None = None, **policy) -> dict:
-    """Resource inputs as the component layer builds them (after check)."""
+    """Resource inputs as the component layer builds them (after check). Named by the owner-prefixed rules
+    unless `naming` says otherwise: what these tests were written for, and what every resource made
+    before the sanitized naming keeps; tests of the sanitized naming pass naming=SANITIZED."""
     return {
         "engine": engine, "instance": instance, "kind": kind, "name": name, "owner": owner,
         "params": params or {}, "credentials": policy.get("credentials", "predictable"),
         "purge": policy.get("purge", False), "stack": policy.get("stack", "test"),
+        "naming": policy.get("naming", PREFIXED),
     }
 
 

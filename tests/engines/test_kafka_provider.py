@@ -36,7 +36,7 @@ import providers.kafka
 from devstack import ledger, scan
 from providers.credentials import hashed_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
-from providers.identity import Identity
+from providers.identity import PREFIXED, SANITIZED, Identity
 from providers.kafka import (MARKER_TOPIC, Acl, MarkerView, Topic, dynamic_configs, kafka_name, read_markers,
                              set_password, write_marker)
 from tests.engines.conftest import props, stopped_answering
@@ -169,7 +169,7 @@ def code(outcome) -> int | None:
     ids=["default", "named", "dotted-name"],
 )
 def test_kafka_name(name, owner, expected):
-    assert kafka_name(name, owner) == expected
+    assert kafka_name(name, owner, naming=PREFIXED) == expected
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def test_kafka_name(name, owner, expected):
 )
 def test_kafka_name_rules(name, owner, rule):
     with pytest.raises(InvalidSpec, match=rule):
-        kafka_name(name, owner)
+        kafka_name(name, owner, naming=PREFIXED)
 
 
 # --- topic ----------------------------------------------------------------------------
@@ -777,3 +777,52 @@ def test_a_purge_keeps_the_marker_another_workspace_wrote_while_it_waited(topic,
     assert describe(kadmin, f"{owner}.orders") is not None
     assert topic.read("id", again).id == "id"  # still marked as the project's: the ledger keeps it (blank: forgotten)
     topic.delete("id", {**again, "purge": True})
+
+
+# --- sanitized naming: explicit names are the engine's, grants reach them by name ------------------
+
+
+def test_an_explicit_topic_name_is_the_topic_and_the_acl_grants_it_by_name(acl, topic, owner, kadmin):
+    name = f"{owner}_events"  # outside the project's prefix `<owner>.`
+    made = topic.create(checked(topic, props("kafka", "kafka", "topic", name, owner, naming=SANITIZED))).outs
+    assert (made["topic"], made["naming"]) == (name, SANITIZED)
+    inputs = checked(acl, {**props("kafka", "kafka", "acl", owner, owner, naming=SANITIZED),
+                           "reach": [name, f"{owner}.orders"]})
+    outs = acl.create(inputs).outs
+
+    def granted():
+        return {(b.restype, b.name, b.resource_pattern_type)
+                for b in kadmin.describe_acls(everything(f"User:{owner}")).result(timeout=TIMEOUT)}
+
+    assert (ResourceType.TOPIC, name, ResourcePatternType.LITERAL) in granted()
+    assert (ResourceType.TOPIC, f"{owner}.orders", ResourcePatternType.LITERAL) not in granted()  # the prefix has it
+    assert produce(owner, outs["password"], name, b"mine") is None
+    read = acl.read("id", outs).outs
+    assert read["aclInSync"] is True and acl.diff("id", read, inputs).changes is False
+    narrowed = {**inputs, "reach": []}
+    assert acl.diff("id", read, narrowed).changes is True
+    acl.update("id", read, narrowed)
+    assert (ResourceType.TOPIC, name, ResourcePatternType.LITERAL) not in granted()
+
+
+def test_an_acl_never_grants_another_projects_topic_by_name(acl, topic, owner, kadmin):
+    theirs = topic.create(checked(topic, props("kafka", "kafka", "topic", f"{owner}_theirs", f"{owner}_b",
+                                               naming=SANITIZED))).outs["topic"]
+    with pytest.raises(Conflict, match=f"topic '{theirs}' does not belong to project '{owner}'"):
+        acl.create(checked(acl, {**props("kafka", "kafka", "acl", owner, owner, naming=SANITIZED), "reach": [theirs]}))
+    assert not kadmin.describe_acls(everything(f"User:{owner}")).result(timeout=TIMEOUT)
+    assert marker_of(acl, kadmin, f"acl:{owner}") is None  # refused before anything was made
+
+
+def test_a_topic_within_another_projects_acl_prefix_is_refused_both_ways(acl, topic, owner, kadmin):
+    other = f"{owner}_b"
+    acl.create(checked(acl, props("kafka", "kafka", "acl", other, other)))
+    inside = f"{other}.mine"
+    with pytest.raises(Conflict, match=f"within reach of the acls of project '{other}'"):
+        topic.create(checked(topic, props("kafka", "kafka", "topic", inside, owner, naming=SANITIZED)))
+    assert describe(kadmin, inside) is None
+    # The other way round: a topic already there keeps an acl whose prefix would reach it from being made.
+    third = f"{owner}_c"
+    topic.create(checked(topic, props("kafka", "kafka", "topic", f"{third}.early", owner, naming=SANITIZED)))
+    with pytest.raises(Conflict, match=f"topic '{third}.early' of another project is within its reach"):
+        acl.create(checked(acl, props("kafka", "kafka", "acl", third, third)))

@@ -25,6 +25,7 @@ from providers.base import KindProvider
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.localstack import LocalstackBucket, Queue, Stream, Table, Topic
 from providers.s3 import bucket_tags
+from providers.identity import PREFIXED
 from tests.engines.conftest import props
 
 AWS_ENDPOINT = "http://127.0.0.1:24566"
@@ -338,7 +339,7 @@ class KindContract:
     @pytest.fixture
     def kit(self, case: Case, configure, owner):
         """(provider, owner, engine name); whatever the test leaves in the engine is removed after it."""
-        name = case.kind.engine_name(case.name, owner)
+        name = case.kind.engine_name(case.name, owner, naming=PREFIXED)
         yield configure(case.kind()), owner, name
         case.oob.cleanup(name)
 
@@ -436,7 +437,7 @@ class KindContract:
         # Project `<owner>-data` names its declaration after itself: the same engine name.
         other = owner + "-" + case.name
         intruder = {**self.inputs(provider, case, other), "name": other}
-        assert case.kind.engine_name(other, other) == name
+        assert case.kind.engine_name(other, other, naming=PREFIXED) == name
         with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
             provider.create(intruder)
         with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
@@ -655,9 +656,9 @@ def test_fifo_topic_is_created_as_fifo(provider_for, owner):
 ])
 def test_engine_names_follow_each_service_rules(kind, name, rule, owner):
     with pytest.raises(InvalidSpec, match=rule.replace(".", r"\.").replace("(", r"\(")):
-        kind.engine_name(name, owner)
-    assert kind.engine_name("ok", owner) == f"{owner}-ok"
-    assert kind.engine_name(owner, owner) == owner
+        kind.engine_name(name, owner, naming=PREFIXED)
+    assert kind.engine_name("ok", owner, naming=PREFIXED) == f"{owner}-ok"
+    assert kind.engine_name(owner, owner, naming=PREFIXED) == owner
 
 
 def test_a_queue_another_run_drops_while_it_is_looked_at_is_gone_not_a_traceback(provider_for, owner, monkeypatch):
@@ -846,6 +847,6 @@ def test_a_bucket_name_with_a_hyphen_next_to_a_dot_is_s3s_to_take_but_not_minios
     from providers.localstack import LocalstackBucket
     from providers.minio import MinioBucket
 
-    assert LocalstackBucket.engine_name("a-.b", owner) == f"{owner}-a-.b"
+    assert LocalstackBucket.engine_name("a-.b", owner, naming=PREFIXED) == f"{owner}-a-.b"
     with pytest.raises(InvalidSpec, match="MinIO bucket names must not have '-' next to '.'"):
-        MinioBucket.engine_name("a-.b", owner)
+        MinioBucket.engine_name("a-.b", owner, naming=PREFIXED)

@@ -27,6 +27,7 @@ from providers.credentials import hashed_password, predictable_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.minio import AccessKey, MinioBucket, MinioLifecycle, tenant_policy
+from providers.identity import PREFIXED, SANITIZED
 from tests.engines.conftest import props
 from tests.engines.test_localstack_provider import BucketOutOfBand, Case, KindContract, aws, require_server
 
@@ -100,8 +101,8 @@ def test_bucket_names_follow_s3_rules(configure, name, owner, rule):
 
 
 def test_bucket_names_are_owner_prefixed():
-    assert MinioBucket.engine_name("data", "shop") == "shop-data"
-    assert MinioBucket.engine_name("shop", "shop") == "shop"
+    assert MinioBucket.engine_name("data", "shop", naming=PREFIXED) == "shop-data"
+    assert MinioBucket.engine_name("shop", "shop", naming=PREFIXED) == "shop"
 
 
 # --- lifecycle ---------------------------------------------------------------------
@@ -300,7 +301,7 @@ def test_lifecycle_on_a_foreign_or_missing_bucket_fails_clearly(configure, owner
 
 @pytest.mark.parametrize("params, field", [
     pytest.param({"bucket": "data", "expireDays": 0}, "params.expireDays", id="zero-days"),
-    pytest.param({"bucket": "Data", "expireDays": 3}, "params.bucket", id="bucket-not-s3"),
+    pytest.param({"bucket": "Da ta", "expireDays": 3}, "params.bucket", id="bucket-not-a-name"),
     pytest.param({"bucket": "data", "expireDays": 3, "days": 3}, "params.days", id="unknown"),
 ])
 def test_lifecycle_bad_params_fail_check(configure, owner, params, field):
@@ -322,7 +323,7 @@ def keys(configure, owner, minio_admin):
         project = project or owner
         inputs = provider.check({}, props("minio", "objects", "access_key", name or project, project,
                                           policy.pop("params", {}), **policy)).inputs
-        made.append(AccessKey.engine_name(name or project, project))
+        made.append(AccessKey.engine_name(name or project, project, naming=PREFIXED))
         return provider, provider.create(inputs).outs
 
     yield make
@@ -982,6 +983,62 @@ def test_a_lifecycle_without_a_bucket_param_goes_on_the_bucket_of_its_own_name(c
     assert rules(oob, owner) == {}
     explicit = {**inputs, "params": {**inputs["params"], "bucket": "uploads"}}
     assert lifecycle.diff("id", lifecycle.read("id", outs).outs, explicit).changes is False
-    # A name no bucket can have is refused as the bucket it defaults to.
+    # A name no bucket could have under the owner-prefixed rules is refused as the bucket it defaults to;
+    # a new declaration maps it instead.
     failures = lifecycle.check({}, props("minio", "objects", "lifecycle", "a..b", owner, {"expireDays": 7})).failures
     assert [(f.property, "'..'" in f.reason) for f in failures] == [("params.bucket", True)]
+    assert lifecycle.check({}, props("minio", "objects", "lifecycle", "a..b", owner, {"expireDays": 7},
+                                     naming=SANITIZED)).failures == []
+
+
+# --- sanitized naming: explicit names are the engine's, keys reach them by name ----------------------
+
+
+def test_an_explicit_name_is_the_bucket_and_an_access_key_reaches_it_by_name(configure, owner, oob, minio_admin):
+    mine, theirs = f"x{owner}-files", f"y{owner}-files"  # outside `<owner>`/`<owner>-*`
+    buckets, key = configure(MinioBucket()), configure(AccessKey())
+    made = []
+    try:
+        for name, project in ((mine, owner), (theirs, f"{owner}b")):
+            outs = buckets.create(buckets.check({}, props("minio", "objects", "bucket", name, project,
+                                                          naming=SANITIZED)).inputs).outs
+            made.append(outs["bucket"])
+            assert (outs["bucket"], outs["naming"]) == (name, SANITIZED)
+        asked = props("minio", "objects", "access_key", owner, owner, naming=SANITIZED)
+        with pytest.raises(Conflict, match=f"bucket '{theirs}' does not belong to project '{owner}'"):
+            key.create(key.check({}, {**asked, "reach": [mine, theirs]}).inputs)
+        inputs = key.check({}, {**asked, "reach": [mine]}).inputs
+        outs = key.create(inputs).outs
+        client = as_key(outs)
+        client.put_object(Bucket=mine, Key="k", Body=b"v")
+        assert client.get_object(Bucket=mine, Key="k")["Body"].read() == b"v"
+        assert denied(lambda: client.list_objects_v2(Bucket=theirs))
+        read = key.read("id", outs).outs
+        assert read["outOfBand"] == [] and key.diff("id", read, inputs).changes is False
+        assert key.diff("id", read, {**inputs, "reach": []}).changes is True
+        # Someone lists another project's bucket in the key's policy: drift, and the next update takes it back.
+        document = json.loads(minio_admin.policy_info(f"devstack-{owner}"))
+        document["Statement"][0]["Resource"] += [f"arn:aws:s3:::{theirs}", f"arn:aws:s3:::{theirs}/*"]
+        minio_admin.policy_add(f"devstack-{owner}", policy=document)
+        read = key.read("id", outs).outs
+        assert read["outOfBand"] == ["policy"]
+        key.update("id", read, inputs)
+        assert key.read("id", outs).outs["outOfBand"] == [] and denied(lambda: client.list_objects_v2(Bucket=theirs))
+    finally:
+        for name in made:
+            oob.cleanup(name)
+        for call in (lambda: minio_admin.user_remove(owner), lambda: minio_admin.policy_remove(f"devstack-{owner}")):
+            try:
+                call()
+            except MinioAdminException:
+                pass
+
+
+def test_a_declaration_made_again_adopts_its_bucket_under_the_prefixed_name(buckets, configure, owner):
+    legacy = buckets("data")  # named by the owner-prefixed rules, as before the sanitized naming
+    assert legacy["bucket"] == f"{owner}-data"
+    provider = configure(MinioBucket())
+    again = {key: value for key, value in props("minio", "objects", "bucket", "data", owner).items() if key != "naming"}
+    outs = provider.create(provider.check({}, again).inputs).outs
+    assert (outs["bucket"], outs["naming"]) == (f"{owner}-data", PREFIXED)  # not an empty `data` beside it
+    assert outs["secretKey"] == legacy["secretKey"]

@@ -21,6 +21,7 @@ from providers.base import KindProvider
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.nats import API_TIMEOUT, STORE_ATTEMPTS, Consumer, Kv, Stream, add_stream, run_private, subject_within
 from providers.nats import run as nats_run
+from providers.identity import PREFIXED
 from tests.engines.conftest import props, stopped_answering
 
 NATS_URL = "nats://127.0.0.1:24222"
@@ -337,7 +338,7 @@ def test_foreign_stream_is_a_conflict_and_untouched(stream, owner, js):
         ("{o}", {"subjects": []}, "params.subjects", "at least 1 item"),
         ("Orders", {}, "name", "lowercase"),
         ("a.b", {}, "name", "no '.', '\\*', '>'"),
-        ("a b", {}, "name", "spaces"),
+        ("a b", {}, "name", "names use letters"),
         ("{o}", {"maxBytes": -2}, "params.maxBytes", "greater than or equal to -1"),
         ("{o}", {"retention": "forever"}, "params.retention", "'limits', 'interest' or 'workqueue'"),
         ("{o}", {"replica": 1}, "params.replica", "Extra inputs are not permitted"),
@@ -516,7 +517,7 @@ def test_consumers_of_one_stream_clash_where_the_server_refuses_the_second(owner
 
 def test_stream_name_too_long_is_invalid(owner):
     with pytest.raises(InvalidSpec, match="at most 255 characters"):
-        Stream.engine_name("x" * 260, owner)
+        Stream.engine_name("x" * 260, owner, naming=PREFIXED)
 
 
 # --- consumer ------------------------------------------------------------------------
@@ -703,7 +704,7 @@ def test_consumer_without_its_stream_says_so(consumer, owner):
     [
         ({}, "params.stream", "Field required"),
         ({"stream": "{o}", "filterSubject": "other.orders"}, "params.filterSubject", "outside the project's subjects"),
-        ({"stream": "a.b"}, "params.stream", "no '.'"),
+        ({"stream": "a b"}, "params.stream", "names no declaration"),
         ({"stream": "{o}", "deliverPolicy": "sometimes"}, "params.deliverPolicy", "'all', 'last'"),
         ({"stream": "{o}", "ackWait": 0}, "params.ackWait", "greater than or equal to 1"),
     ],
@@ -839,9 +840,9 @@ def test_kv_bad_params_fail_check_naming_the_field(kv, owner, params, field, rea
 
 def test_kv_bucket_name_rules(owner):
     with pytest.raises(InvalidSpec, match="no '.'"):
-        Kv.engine_name("my.cache", owner)
+        Kv.engine_name("my.cache", owner, naming=PREFIXED)
     with pytest.raises(InvalidSpec, match="at most 252"):
-        Kv.engine_name("x" * 260, owner)
+        Kv.engine_name("x" * 260, owner, naming=PREFIXED)
 
 
 # --- engine down --------------------------------------------------------------------------

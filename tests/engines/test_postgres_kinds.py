@@ -21,6 +21,7 @@ from providers.credentials import hashed_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupported
 from providers.identity import Identity
 from providers.postgres import DDL_LOCK_KEY, Database, Role, User, _database_exists
+from providers.identity import PREFIXED
 from tests.engines.conftest import props
 
 PG = {"host": "127.0.0.1", "port": 25432}
@@ -474,9 +475,9 @@ def test_role_bad_params_and_names(role, owner):
     failures = check_failures(role, props("postgres", "pg", "role", "readers", owner, {"inherit": "maybe", "login": True}))
     assert set(failures) == {"params.inherit", "params.login"}
     with pytest.raises(InvalidSpec, match="lowercase letters"):
-        Role.engine_name("Read Ers", owner)
+        Role.engine_name("Read Ers", owner, naming=PREFIXED)
     with pytest.raises(InvalidSpec, match="at most 63 bytes"):
-        Role.engine_name("r" * 60, owner)
+        Role.engine_name("r" * 60, owner, naming=PREFIXED)
 
 
 # --- user ---------------------------------------------------------------------

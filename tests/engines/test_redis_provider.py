@@ -23,6 +23,7 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupport
 from providers.identity import Identity
 from providers.postgres import Database
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY, AclUser, AclUserSpec, RedisIndex, admin_client
+from providers.identity import PREFIXED
 from tests.engines.conftest import ROOT, props, stopped_answering
 
 REDIS = {"host": "127.0.0.1", "port": 26379}
@@ -300,9 +301,9 @@ def test_index_bad_params_name_the_field(index, owner, params, field):
 
 def test_index_bad_names_and_out_of_range_index(index, owner):
     with pytest.raises(InvalidSpec, match="`devstack:` key prefix is reserved"):
-        RedisIndex.engine_name("devstack", "devstack")
+        RedisIndex.engine_name("devstack", "devstack", naming=PREFIXED)
     with pytest.raises(InvalidSpec, match="letters, digits"):
-        RedisIndex.engine_name("a:b", owner)
+        RedisIndex.engine_name("a:b", owner, naming=PREFIXED)
     with pytest.raises(InvalidSpec, match="params.index 999 is out of range"):
         index.create(props("redis", "cache", "redis_index", owner, owner, {"index": 999}))
     # Check says so first, so the preview fails rather than the up.
@@ -537,7 +538,7 @@ def test_user_conflicts_change_nothing(acl_user, owner, admin_redis):
     assert getuser(admin_redis, f"{owner}-foreign") == foreign
     assert admin_redis.hget(ACL_OWNERS_KEY, f"{owner}-foreign") is None
     with pytest.raises(InvalidSpec, match="every Redis server has"):
-        AclUser.engine_name("default", "default")
+        AclUser.engine_name("default", "default", naming=PREFIXED)
 
 
 def test_user_bad_params_name_the_field(acl_user, owner):

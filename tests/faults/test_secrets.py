@@ -36,7 +36,7 @@ def project_with_secrets(work: Path, name: str) -> str:
     """A project with every kind that has a generated secret, and a service importing them."""
     resources = [
         {"uses": "pg", "kind": "database", "credentials": "generated"},
-        {"uses": "pg", "kind": "user", "name": "app", "credentials": "generated"},
+        {"uses": "pg", "kind": "user", "name": f"{name}-app", "credentials": "generated"},  # explicit names are server-wide
         {"uses": "cache", "kind": "acl_user", "credentials": "generated"},
         {"uses": "objects", "kind": "access_key", "credentials": "generated"},
         {"uses": "kafka", "kind": "acl", "credentials": "generated"},

@@ -59,11 +59,10 @@ CASES = [
     ("apiVersion: devstack/v1\nkind: Service  # <-\nname: shop\n", "kind", "must be 'Project'"),
     ("apiVersion: devstack/v1  # <-\nkind: Project\n", "name", "is required"),
     (HEADER + "resources: {uses: pg}  # <-\n", "resources", "must be a list"),
-    (HEADER.replace("name: shop", 'name: "../etc"  # <-'), "name", "project names use lowercase"),
-    (HEADER.replace("name: shop", f"name: {'p' * 300}  # <-"), "name", "at most 40 characters"),
-    (HEADER.replace("name: shop", "name: café  # <-"), "name", "project names use lowercase"),
-    (HEADER.replace("name: shop", 'name: ""  # <-'), "name", "project names use lowercase"),
-    (HEADER.replace("name: shop", "name: Shop  # <-"), "name", "project names use lowercase"),
+    (HEADER.replace("name: shop", 'name: "../etc"  # <-'), "name", "is not a project name: names use letters"),
+    (HEADER.replace("name: shop", f"name: {'p' * 300}  # <-"), "name", "at most 128 characters"),
+    (HEADER.replace("name: shop", "name: café  # <-"), "name", "is not a project name: names use letters"),
+    (HEADER.replace("name: shop", 'name: ""  # <-'), "name", "is not a project name: names use letters"),
     # resource shape
     (HEADER + "resources:\n  - uses: pg\n    kind: database\n    size: 3  # <-\n", "resources[0].size", "unknown field 'size'"),
     (HEADER + "resources:\n  - kind: database  # <-\n", "resources[0].uses", "is required"),
@@ -74,20 +73,18 @@ CASES = [
     (db("    credentials: Generated  # <-\n"), "resources[0].credentials", "must be 'predictable' or 'generated'"),
     (db("    purge: please  # <-\n"), "resources[0].purge", "valid boolean"),
     # names an engine cannot take
-    (db(name='"a\\"b"'), "resources[0].name", "use lowercase letters"),
-    (db(name='"x; DROP DATABASE y"'), "resources[0].name", "use lowercase letters"),
-    (db(name="café"), "resources[0].name", "use lowercase letters"),
-    (db(name="a" * 300), "resources[0].name", "at most 63 bytes"),
+    (db(name='"a\\"b"'), "resources[0].name", "is not a resource name: names use letters, digits"),
+    (db(name='"x; DROP DATABASE y"'), "resources[0].name", "is not a resource name: names use letters, digits"),
+    (db(name="café"), "resources[0].name", "is not a resource name: names use letters, digits"),
+    (db(name="a" * 129), "resources[0].name", "at most 128 characters"),
     (db(name='""'), "resources[0].name", "at least 1 character"),
     (db(name="no"), "resources[0].name", "(got False; put it in quotes: YAML reads yes, no, on and off as booleans"),
     (db(name="007"), "resources[0].name", "(got 7; put it in quotes"),
-    (db(name="../x"), "resources[0].name", "use lowercase letters"),
-    (db(name="Orders"), "resources[0].name", "use lowercase letters"),
-    (db(name="1orders"), "resources[0].name", "starting with a letter"),
-    (db(name="'orders\\n'"), "resources[0].name", "use lowercase letters"),
+    (db(name="../x"), "resources[0].name", "is not a resource name: names use letters, digits"),
+    (db(name="'orders\\n'"), "resources[0].name", "is not a resource name: names use letters, digits"),
     # a real newline at the end (double quotes): Python's `$` had let it through every name rule
-    (db(name='"orders\\n"'), "resources[0].name", "use lowercase letters"),
-    (HEADER.replace("name: shop", 'name: "shop\\n"  # <-'), "name", "project names use lowercase"),
+    (db(name='"orders\\n"'), "resources[0].name", "is not a resource name: names use letters, digits"),
+    (HEADER.replace("name: shop", 'name: "shop\\n"  # <-'), "name", "is not a project name: names use letters"),
     (HEADER.replace("name: shop", "name: public") + "resources:\n  - uses: pg  # <-\n    kind: database\n",
      "resources[0].name", "PostgreSQL reserves the role name 'public'"),
     (HEADER.replace("name: shop", "name: pg-tools") + "resources:\n  - uses: pg  # <-\n    kind: database\n",
@@ -102,8 +99,8 @@ CASES = [
      "resources[0].name", "collides with stacks/Pulumi.test.yaml devstack:workspace.shared.pg.adminUser: "
                           "both are postgres role 'admin'"),
     # roles and users are one PostgreSQL namespace
-    (db() + "  - {uses: pg, kind: role, name: admin}\n  - {uses: pg, kind: user, name: admin}  # <-\n",
-     "resources[2].name", "both are postgres role 'shop_admin'"),
+    (db() + "  - {uses: pg, kind: role, name: reader}\n  - {uses: pg, kind: user, name: reader}  # <-\n",
+     "resources[2].name", "both are postgres role 'reader'"),
     # params
     (db("    params:\n      size: 3  # <-\n"), "resources[0].params.size", "does not accept param 'size'"),
     (db("    params:\n      connectionLimit: lots  # <-\n"), "resources[0].params.connectionLimit", "valid integer"),
@@ -390,14 +387,14 @@ def test_a_projects_databases_on_two_names_of_one_server_are_refused(tmp_path):
 
 
 def test_a_bucket_within_another_projects_key_reach_is_refused_before_anything_is_made(tmp_path):
-    """A MinIO key of `shop` reaches every `shop-*` bucket: `shop-x`'s bucket would be open to it.
-    Either order of the two files; the bucket is the entry reported, its file naming the key's."""
+    """A MinIO key of `shop` reaches every `shop-*` bucket: another project's bucket named so would be open
+    to it. Either order of the two files; the bucket is the entry reported, its file naming the key's."""
     workspace = {"name": "test", "shared": {
         "objects": {"engine": "minio", "host": "127.0.0.1", "port": 29000, "adminUser": "admin", "adminSecret": "m"},
         "objects2": {"engine": "minio", "host": "127.0.0.1", "port": 29001, "adminUser": "admin", "adminSecret": "m"},
     }}
     key = HEADER + "resources:\n  - uses: objects\n    kind: access_key\n"
-    bucket = HEADER.replace("name: shop", "name: shop-x") + "resources:\n  - uses: objects\n    kind: bucket\n    name: data  # <-\n"
+    bucket = HEADER.replace("name: shop", "name: other") + "resources:\n  - uses: objects\n    kind: bucket\n    name: shop-x-data  # <-\n"
     for files, bucket_file, key_file in (((key, bucket), "p1", "p0"), ((bucket, key), "p0", "p1")):
         (problem,) = problems(_fresh(tmp_path), *files, workspace=workspace)
         assert (problem.file, problem.path, problem.line) == (f"{bucket_file}/devstack.yaml", "resources[0].name",
@@ -405,7 +402,7 @@ def test_a_bucket_within_another_projects_key_reach_is_refused_before_anything_i
         assert (f"minio bucket 'shop-x-data' would be within reach of the access_key of project 'shop' "
                 f"({key_file}/devstack.yaml)") in problem.message
         assert "'shop-*'" in problem.message and "`devstack resource rm` it first, which keeps its data" in problem.message
-    assert problems(_fresh(tmp_path), key, bucket.replace("name: shop-x", "name: shopx"), workspace=workspace) == []
+    assert problems(_fresh(tmp_path), key, bucket.replace("name: shop-x-data", "name: shopx-data"), workspace=workspace) == []
     assert problems(_fresh(tmp_path), key, bucket.replace("uses: objects", "uses: objects2"), workspace=workspace) == []
 
 
@@ -514,8 +511,8 @@ def test_an_env_var_set_twice_is_a_problem_not_a_silent_overwrite(tmp_path):
 
 
 def test_a_project_role_named_like_another_projects_login_role_collides(tmp_path):
-    """Project `shop`'s role `x` is `shop_x`, the login role of project `shop-x`'s databases."""
-    shop = HEADER + "resources:\n  - {uses: pg, kind: role, name: x}\n"
+    """Project `shop`'s role `shop-x` is `shop_x`, the login role of project `shop-x`'s databases."""
+    shop = HEADER + "resources:\n  - {uses: pg, kind: role, name: shop-x}\n"
     shop_x = db().replace("name: shop", "name: shop-x", 1) + "  - {uses: pg, kind: database, name: more}\n"
     found = problems(tmp_path, shop, shop_x)
     assert [(p.file, p.path) for p in found] == [("p1/devstack.yaml", "resources[0].name"),
@@ -878,3 +875,62 @@ def test_generated_credentials_on_a_kind_without_any_are_a_problem(tmp_path):
     assert "has no credentials of its own" in problem.message
     (tmp_path / "ok").mkdir()
     assert problems(tmp_path / "ok", text.replace("kind: role\n    name: readers", "kind: database")) == []
+
+
+# --- names: mapped per engine, collisions after mapping refused naming both ----------------------
+
+MAPPING_WORKSPACE = {**WORKSPACE, "shared": {**WORKSPACE["shared"], "s3": {
+    "engine": "minio", "host": "127.0.0.1", "port": 29000, "adminUser": "admin", "adminSecret": "minioAdmin"}}}
+
+
+@pytest.mark.parametrize("first, second, mapped", [
+    ("{uses: s3, kind: bucket, name: Uploads}", "{uses: s3, kind: bucket, name: uploads}", "bucket 'uploads'"),
+    ("{uses: pg, kind: database, name: Orders}", "{uses: pg, kind: database, name: orders}", "database 'orders'"),
+    ("{uses: pg, kind: database, name: a.b}", "{uses: pg, kind: database, name: a-b}", "database 'a_b'"),
+    ("{uses: pg, kind: role, name: Reader}", "{uses: pg, kind: role, name: reader}", "role 'reader'"),
+    ("{uses: s3, kind: bucket, name: shop}", "{uses: s3, kind: bucket}", "bucket 'shop'"),
+])
+def test_two_names_mapping_to_one_engine_object_are_refused_naming_both(tmp_path, first, second, mapped):
+    text = HEADER + f"resources:\n  - {first}\n  - {second}  # <-\n"
+    (found,) = problems(tmp_path, text, workspace=MAPPING_WORKSPACE)
+    assert found.path == "resources[1].name" and found.line == marked_line(text)
+    assert "collides with p0/devstack.yaml resources[0]" in found.message and mapped in found.message
+
+
+@pytest.mark.parametrize("name", ["Orders", "1orders", "a.b_c-D", "x" * 128])
+def test_a_name_outside_an_engines_rules_is_mapped_not_refused(tmp_path, name):
+    text = HEADER + f"resources:\n  - {{uses: pg, kind: database, name: {name}}}\n  - {{uses: s3, kind: bucket, name: {name}}}\n"
+    assert problems(tmp_path, text, workspace=MAPPING_WORKSPACE) == []
+
+
+@pytest.mark.parametrize("name", ["Shop", "shop.eu", "my_shop", "9shop", "s" * 128])
+def test_any_name_devstack_accepts_is_a_project_name_mapped_per_engine(tmp_path, name):
+    text = HEADER.replace("name: shop", f"name: {name}") + (
+        "resources:\n  - {uses: pg, kind: database}\n  - {uses: s3, kind: bucket}\n  - {uses: s3, kind: access_key}\n")
+    assert problems(tmp_path, text, workspace=MAPPING_WORKSPACE) == []
+
+
+def test_two_projects_whose_names_map_to_one_are_refused_naming_both(tmp_path):
+    first, second = HEADER.replace("name: shop", "name: Shop"), HEADER.replace("name: shop", "name: shop  # <-")
+    (found,) = problems(tmp_path, first, second)
+    assert (found.file, found.path, found.line) == ("p1/devstack.yaml", "name", marked_line(second))
+    assert "maps to the same PostgreSQL, bucket, NATS names as project 'Shop' (p0/devstack.yaml)" in found.message
+
+
+def test_two_projects_naming_one_engine_object_explicitly_are_refused(tmp_path):
+    mine = HEADER + "resources:\n  - {uses: objects, kind: bucket, name: uploads}\n"
+    theirs = HEADER.replace("name: shop", "name: blog") + "resources:\n  - {uses: objects, kind: bucket, name: uploads}  # <-\n"
+    (found,) = problems(tmp_path, mine, theirs, workspace=ALL_ENGINES)
+    assert (found.file, found.path, found.line) == ("p1/devstack.yaml", "resources[0].name", marked_line(theirs))
+    assert "collides with p0/devstack.yaml resources[0]: both are minio bucket 'uploads'" in found.message
+
+
+def test_a_topic_within_another_projects_acl_prefix_is_refused_before_anything_is_made(tmp_path):
+    acl = HEADER + "resources:\n  - {uses: kafka, kind: acl}\n"
+    topic = HEADER.replace("name: shop", "name: blog") + "resources:\n  - {uses: kafka, kind: topic, name: shop.orders}  # <-\n"
+    (found,) = problems(tmp_path, acl, topic, workspace=ALL_ENGINES)
+    assert (found.file, found.path) == ("p1/devstack.yaml", "resources[0].name")
+    assert "kafka topic 'shop.orders' would be within reach of the acl of project 'shop'" in found.message
+    outside = topic.replace("name: shop.orders", "name: shop-orders")
+    (tmp_path / "again").mkdir()
+    assert problems(tmp_path / "again", acl, outside, workspace=ALL_ENGINES) == []
