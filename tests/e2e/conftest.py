@@ -74,6 +74,13 @@ def write_project(work: Path, name: str, resources: list[dict]) -> str:
     return f"{name}/devstack.yaml"
 
 
+def explicit_name(project: str, name: str) -> str:
+    """`<name>-<token>`, a resource `name:` unique to the run of project `<...>-<token>`: an explicit name
+    is the engine identifier itself, shared by every project on an instance (spec 27), so a fixed one
+    would collide with other tests, their leftovers and parallel runs."""
+    return f"{name}-{project.rsplit('-', 1)[1]}"
+
+
 def changes(result) -> dict[str, int]:
     """Non-trivial operations of an up, refresh or preview result."""
     counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes

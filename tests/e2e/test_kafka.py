@@ -1,9 +1,10 @@
 """Kafka end to end: the real CLI, a two-project workspace, a real broker with its authorizer on.
 
 Each project declares a topic and an `acl` (a SCRAM principal with prefixed
-ACLs). The run goes through up, the principals at work (own topic yes,
-the other's no), preview (no changes), a second up (nothing changes), a
-refresh after an out-of-band change, removal of A's declarations (retained:
+ACLs, and a literal grant on each of its topics named outside that prefix:
+A's explicitly named one). The run goes through up, the principals at work
+(own topic yes, the other's no), preview (no changes), a second up (nothing
+changes), a refresh after an out-of-band change, removal of A's declarations (retained:
 topic, data and principal stay) and a purged removal of B's topic.
 """
 
@@ -30,7 +31,7 @@ from confluent_kafka.admin import (
 )
 from pulumi import automation as auto
 
-from tests.e2e.conftest import changes, e2e_stack, local_workspace, write_project
+from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, write_project
 from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
 
 KAFKA_PORT = 29092
@@ -59,15 +60,19 @@ def topic_exists(admin, name: str) -> bool:
 
 @pytest.fixture
 def projects(admin):
-    """Two fresh project names; afterwards their topics, ACLs, credentials and markers are removed."""
+    """Two fresh project names; afterwards their topics (the explicitly named ones of `explicit_name`
+    included), ACLs, credentials and markers are removed."""
     suffix = secrets.token_hex(3)
     names = [f"e2e-a-{suffix}", f"e2e-b-{suffix}"]
     yield names
     from providers.instances import SharedInstance
     from providers.kafka import read_markers, write_marker
 
+    def ours(name: str) -> bool:
+        return name.split(".")[0] in names or name.endswith(f"-{suffix}")
+
     client = admin_client(admin)
-    topics = [t for t in client.list_topics(timeout=TIMEOUT).topics if t.split(".")[0] in names]
+    topics = [t for t in client.list_topics(timeout=TIMEOUT).topics if ours(t)]
     for future in (client.delete_topics(topics).values() if topics else []):
         future.result(timeout=TIMEOUT)
     filters = [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{n}", None,
@@ -83,16 +88,17 @@ def projects(admin):
     instance = SharedInstance(name="kafka", engine="kafka", port=KAFKA_PORT, adminUser=admin["kafka"].user,
                               adminSecret="kafkaAdmin", admin_password=admin["kafka"].password)
     for key in read_markers(instance, client):
-        if key.split(":", 1)[1].split(".")[0] in names:
+        if ours(key.split(":", 1)[1]):
             write_marker(instance, key, None)
 
 
 def test_two_projects_up_isolation_preview_refresh_retain_purge(project_dir, offline_env, pulumi_command, admin, projects):
     a, b = projects
+    orders = explicit_name(a, "orders")  # the topic itself, outside A's prefix: A's acl reaches it by name
     files = [
         write_project(project_dir, a, [
             {"uses": "kafka", "kind": "acl"},
-            {"uses": "kafka", "kind": "topic", "name": "orders", "params": {"partitions": 2}},
+            {"uses": "kafka", "kind": "topic", "name": orders, "params": {"partitions": 2}},
         ]),
         write_project(project_dir, b, [
             {"uses": "kafka", "kind": "acl", "credentials": "generated"},
@@ -114,7 +120,7 @@ def test_two_projects_up_isolation_preview_refresh_retain_purge(project_dir, off
     acl_a, acl_b = out_a[f"kafka/acl/{a}"], out_b[f"kafka/acl/{b}"]
     assert (acl_a["user"], acl_a["principal"], acl_a["prefix"]) == (a, f"User:{a}", f"{a}.")
     assert acl_a["bootstrap"] == f"127.0.0.1:{KAFKA_PORT}" and acl_a["saslMechanism"] == "SCRAM-SHA-512"
-    assert (out_a["kafka/topic/orders"]["topic"], out_a["kafka/topic/orders"]["partitions"]) == (f"{a}.orders", 2)
+    assert (out_a[f"kafka/topic/{orders}"]["topic"], out_a[f"kafka/topic/{orders}"]["partitions"]) == (orders, 2)
     assert out_b[f"kafka/topic/{b}"]["topic"] == b
     # Passwords are stored encrypted: the state file holds ciphertext, never the value (a predictable one
     # is the project's name, known to all by design).
@@ -124,14 +130,19 @@ def test_two_projects_up_isolation_preview_refresh_retain_purge(project_dir, off
     acls = [r for r in json.loads(state_text)["checkpoint"]["latest"]["resources"] if r["type"].endswith("kafka:acl")]
     assert len(acls) == 2 and all("ciphertext" in r["outputs"]["password"] for r in acls)
 
-    # Each principal works on its own topic, in its own group ...
-    assert produce(a, acl_a["password"], f"{a}.orders", b"a-1") is None
-    assert consume_one(a, acl_a["password"], f"{a}.orders", f"{a}.workers") == b"a-1"
+    # Each principal works on its own topic (A's by a literal grant on its name), in its own group ...
+    literal = AclBindingFilter(ResourceType.TOPIC, orders, ResourcePatternType.LITERAL, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+    acl_admin = admin_client(admin)
+    granted = acl_admin.describe_acls(literal, request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+    assert {binding.principal for binding in granted} == {f"User:{a}"}
+    assert produce(a, acl_a["password"], orders, b"a-1") is None
+    assert consume_one(a, acl_a["password"], orders, f"{a}.workers") == b"a-1"
     assert produce(b, acl_b["password"], b, b"b-1") is None
     # ... and is refused on the other's topic and group.
     denied = produce(a, acl_a["password"], b, b"intrusion")
     assert denied is not None and denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    denied = consume_one(b, acl_b["password"], f"{a}.orders", f"{b}.workers")
+    denied = consume_one(b, acl_b["password"], orders, f"{b}.workers")
     assert isinstance(denied, KafkaError) and denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     denied = consume_one(b, acl_b["password"], b, f"{a}.workers")
     assert isinstance(denied, KafkaError) and denied.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
@@ -141,20 +152,20 @@ def test_two_projects_up_isolation_preview_refresh_retain_purge(project_dir, off
     assert changes(stack.up()) == {}
 
     # Out-of-band change to A's topic config: refresh notices it, the next up repairs it.
-    change = ConfigResource(ResourceType.TOPIC, f"{a}.orders", incremental_configs=[
+    change = ConfigResource(ResourceType.TOPIC, orders, incremental_configs=[
         ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
     client = admin_client(admin)
     list(client.incremental_alter_configs([change]).values())[0].result(timeout=TIMEOUT)
     assert changes(stack.refresh()) == {"update": 1}
     assert changes(stack.up()) == {"update": 1}
-    resource = ConfigResource(ResourceType.TOPIC, f"{a}.orders")
+    resource = ConfigResource(ResourceType.TOPIC, orders)
     (future,) = client.describe_configs([resource]).values()
     assert future.result(timeout=TIMEOUT)["retention.ms"].value != "60000"
 
     # Removing A's declarations retains its topic, its data and its principal.
     write_project(project_dir, a, [])
     assert changes(stack.up()) == {"delete": 2}
-    assert consume_one(a, acl_a["password"], f"{a}.orders", f"{a}.again") == b"a-1"
+    assert consume_one(a, acl_a["password"], orders, f"{a}.again") == b"a-1"
 
     # Purge asked for explicitly, then removal: B's topic is dropped, A's stays.
     write_project(project_dir, b, [{"uses": "kafka", "kind": "acl", "credentials": "generated"},
@@ -163,7 +174,7 @@ def test_two_projects_up_isolation_preview_refresh_retain_purge(project_dir, off
     write_project(project_dir, b, [{"uses": "kafka", "kind": "acl", "credentials": "generated"}])
     assert changes(stack.up()) == {"delete": 1}
     assert not topic_exists(admin, b)
-    assert topic_exists(admin, f"{a}.orders")
+    assert topic_exists(admin, orders)
 
 
 def test_a_refused_nested_param_is_named_in_the_preview_error(project_dir, offline_env, pulumi_command, admin,

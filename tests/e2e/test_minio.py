@@ -1,12 +1,13 @@
 """MinIO end to end: the real CLI, a two-project workspace, the real MinIO server.
 
-Project A declares a bucket, a second (versioned) bucket with its own
-generated key and two lifecycle rules on it (one naming it, one named like
-it), and an access key; project B a bucket and an access key. The run
-goes through up, A's key confined to A's buckets, preview (no changes), a
-second up (nothing changes), a refresh after an out-of-band change to A's
-user, and removal of declarations (retained: the bucket, its objects and the
-rule stay). MinIO not running is a failure, never a skip.
+Project A declares a bucket, a second (versioned) bucket named explicitly
+(so outside A's `<project>-*` buckets) with its own generated key and two
+lifecycle rules on it (one naming it, one named like it), and an access key;
+project B a bucket and an access key. The run goes through up, A's key
+confined to A's buckets (the explicitly named one listed in its policy by
+name), preview (no changes), a second up (nothing changes), a refresh after
+an out-of-band change to A's user, and removal of declarations (retained:
+the bucket, its objects and the rule stay). MinIO not running is a failure, never a skip.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from minio.error import MinioAdminException
 from minio.minioadmin import MinioAdmin
 from pulumi import automation as auto
 
-from tests.e2e.conftest import changes, local_workspace, stored_state, write_project
+from providers.minio import BUCKET_KEY_SUFFIX
+from tests.e2e.conftest import changes, explicit_name, local_workspace, stored_state, write_project
 
 HOST, PORT = "127.0.0.1", 29000
 ENDPOINT = f"http://{HOST}:{PORT}"
@@ -45,7 +47,8 @@ def admin_api(admin) -> MinioAdmin:
 
 @pytest.fixture
 def projects(admin):
-    """Two fresh project names; afterwards their buckets (all versions), users and policies are removed."""
+    """Two fresh project names; afterwards their buckets (all versions, the explicitly named ones of
+    `explicit_name` included), users (bucket keys included) and policies are removed."""
     try:
         urllib.request.urlopen(f"{ENDPOINT}/minio/health/live", timeout=3)
     except (urllib.error.URLError, OSError) as err:
@@ -53,16 +56,20 @@ def projects(admin):
     suffix = secrets.token_hex(3)
     names = [f"e2e-a-{suffix}", f"e2e-b-{suffix}"]
     yield names
+
+    def ours(name: str) -> bool:
+        bucket = name.removesuffix(BUCKET_KEY_SUFFIX)
+        return any(bucket == n or bucket.startswith(n + "-") for n in names) or bucket.endswith(f"-{suffix}")
+
     s3 = s3_as(admin["minio"].user, admin["minio"].password)
     for bucket in (b["Name"] for b in s3.list_buckets()["Buckets"]):
-        if any(bucket == n or bucket.startswith(n + "-") for n in names):
+        if ours(bucket):
             for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
                 for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
                     s3.delete_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
             s3.delete_bucket(Bucket=bucket)
     api = admin_api(admin)
-    users = [user for user in json.loads(api.user_list() or "{}")
-             if any(user == n or user.startswith(n + "-") for n in names)]
+    users = [user for user in json.loads(api.user_list() or "{}") if ours(user)]
     for user in set(names) | set(users):
         for call in (lambda: api.user_remove(user), lambda: api.policy_remove(f"devstack-{user}")):
             try:
@@ -81,13 +88,14 @@ def denied(call) -> bool:
 
 def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, pulumi_command, admin, projects):
     a, b = projects
+    name = explicit_name(a, "uploads")  # the bucket itself: outside `<project>-*`, A's key lists it by name
     key = {"uses": "objects", "kind": "access_key", "credentials": "generated"}
     resources_a = [
         {"uses": "objects", "kind": "bucket"},
-        {"uses": "objects", "kind": "bucket", "name": "uploads", "params": {"versioning": True, "tags": {"team": "web"}},
+        {"uses": "objects", "kind": "bucket", "name": name, "params": {"versioning": True, "tags": {"team": "web"}},
          "credentials": "generated"},
-        {"uses": "objects", "kind": "lifecycle", "name": "expire-tmp", "params": {"bucket": "uploads", "expireDays": 7, "prefix": "tmp/"}},
-        {"uses": "objects", "kind": "lifecycle", "name": "uploads", "params": {"expireDays": 30}},  # spec 27's form
+        {"uses": "objects", "kind": "lifecycle", "name": "expire-tmp", "params": {"bucket": name, "expireDays": 7, "prefix": "tmp/"}},
+        {"uses": "objects", "kind": "lifecycle", "name": name, "params": {"expireDays": 30}},  # spec 27's form
         key,
     ]
     files = [write_project(project_dir, a, resources_a),
@@ -103,28 +111,34 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
 
     up = stack.up(on_output=print)
     assert changes(up) == {"create": 11}  # stack, workspace, 2 projects, A: 5 resources, B: 2
-    out = {name: up.outputs[name].value["resources"] for name in projects}
-    uploads, rule = out[a]["objects/bucket/uploads"], out[a]["objects/lifecycle/expire-tmp"]
+    out = {project: up.outputs[project].value["resources"] for project in projects}
+    uploads, rule = out[a][f"objects/bucket/{name}"], out[a]["objects/lifecycle/expire-tmp"]
     key_a, key_b = out[a][f"objects/access_key/{a}"], out[b][f"objects/access_key/{b}"]
-    assert (uploads["bucket"], uploads["s3Url"], rule["bucket"]) == (f"{a}-uploads", f"s3://{a}-uploads", f"{a}-uploads")
+    assert (uploads["bucket"], uploads["s3Url"], rule["bucket"]) == (name, f"s3://{name}", name)  # not prefixed
     assert key_a["accessKey"] == a and key_a["policy"] == f"devstack-{a}"
     assert key_a["secretKey"] not in stored_state(offline_env, "e2e")  # secret outputs are stored encrypted
     assert uploads["secretKey"] not in stored_state(offline_env, "e2e")
-    assert out[a]["objects/lifecycle/uploads"]["bucket"] == f"{a}-uploads"
+    assert out[a][f"objects/lifecycle/{name}"]["bucket"] == name
 
-    # A's key works on A's buckets and nowhere else.
+    # A's key works on A's buckets, the one named after A and the one its policy lists by name, and
+    # nowhere else; B's key not on A's explicitly named bucket.
     client_a = s3_as(key_a["accessKey"], key_a["secretKey"])
-    client_a.put_object(Bucket=f"{a}-uploads", Key="tmp/report.csv", Body=b"1,2,3")
-    s3_as(key_b["accessKey"], key_b["secretKey"]).put_object(Bucket=b, Key="mine.txt", Body=b"B")
+    client_a.put_object(Bucket=name, Key="tmp/report.csv", Body=b"1,2,3")
+    client_a.put_object(Bucket=a, Key="own.txt", Body=b"A")
+    client_b = s3_as(key_b["accessKey"], key_b["secretKey"])
+    client_b.put_object(Bucket=b, Key="mine.txt", Body=b"B")
     assert denied(lambda: client_a.list_objects_v2(Bucket=b))
     assert denied(lambda: client_a.get_object(Bucket=b, Key="mine.txt"))
     assert denied(lambda: client_a.put_object(Bucket=b, Key="planted.txt", Body=b"x"))
+    assert denied(lambda: client_b.list_objects_v2(Bucket=name))
+    assert denied(lambda: client_b.get_object(Bucket=name, Key="tmp/report.csv"))
+    assert denied(lambda: client_b.put_object(Bucket=name, Key="planted.txt", Body=b"x"))
     # The uploads bucket's own key: that bucket, not A's other one.
     bucket_key = s3_as(uploads["accessKey"], uploads["secretKey"])
-    assert bucket_key.get_object(Bucket=f"{a}-uploads", Key="tmp/report.csv")["Body"].read() == b"1,2,3"
+    assert bucket_key.get_object(Bucket=name, Key="tmp/report.csv")["Body"].read() == b"1,2,3"
     assert denied(lambda: bucket_key.list_objects_v2(Bucket=a))
-    rules = s3_as(admin["minio"].user, admin["minio"].password).get_bucket_lifecycle_configuration(Bucket=f"{a}-uploads")
-    assert sorted(r["ID"] for r in rules["Rules"]) == [f"devstack:{a}:expire-tmp", f"devstack:{a}:uploads"]
+    rules = s3_as(admin["minio"].user, admin["minio"].password).get_bucket_lifecycle_configuration(Bucket=name)
+    assert sorted(r["ID"] for r in rules["Rules"]) == [f"devstack:{a}:expire-tmp", f"devstack:{a}:{name}"]
 
     # Unchanged workspace: preview shows nothing to do and a second up changes nothing.
     assert changes(stack.preview()) == {}
@@ -134,16 +148,21 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
     admin_api(admin).user_disable(a)
     assert changes(stack.refresh()) == {"update": 1}
     assert changes(stack.up()) == {"update": 1}
-    assert client_a.get_object(Bucket=f"{a}-uploads", Key="tmp/report.csv")["Body"].read() == b"1,2,3"
+    assert client_a.get_object(Bucket=name, Key="tmp/report.csv")["Body"].read() == b"1,2,3"
 
-    # Removing the uploads bucket and its rule retains both, objects included.
+    # Removing the uploads bucket and its rule retains both, objects included. A's key reaches the
+    # project's declared buckets by name: no longer declared, the retained bucket leaves its policy (the
+    # update); the bucket's own key still reaches it.
     write_project(project_dir, a, [resources_a[0], key])
-    assert changes(stack.up()) == {"delete": 3}
+    assert changes(stack.up()) == {"delete": 3, "update": 1}
     admin_s3 = s3_as(admin["minio"].user, admin["minio"].password)
-    assert admin_s3.get_object(Bucket=f"{a}-uploads", Key="tmp/report.csv")["Body"].read() == b"1,2,3"
-    rules = admin_s3.get_bucket_lifecycle_configuration(Bucket=f"{a}-uploads")["Rules"]
-    assert sorted(r["ID"] for r in rules) == [f"devstack:{a}:expire-tmp", f"devstack:{a}:uploads"]
-    assert bucket_key.get_object(Bucket=f"{a}-uploads", Key="tmp/report.csv")["Body"].read() == b"1,2,3"
+    assert admin_s3.get_object(Bucket=name, Key="tmp/report.csv")["Body"].read() == b"1,2,3"
+    rules = admin_s3.get_bucket_lifecycle_configuration(Bucket=name)["Rules"]
+    assert sorted(r["ID"] for r in rules) == [f"devstack:{a}:expire-tmp", f"devstack:{a}:{name}"]
+    assert bucket_key.get_object(Bucket=name, Key="tmp/report.csv")["Body"].read() == b"1,2,3"
+    assert denied(lambda: client_a.get_object(Bucket=name, Key="tmp/report.csv"))
+    assert client_a.get_object(Bucket=a, Key="own.txt")["Body"].read() == b"A"
+    assert changes(stack.preview()) == {}
 
     # The composed export, last so the lifecycle above is shown even while it fails: numbers come
     # back from the provider protocol as floats, and the template must not render port 29000.0.

@@ -18,7 +18,7 @@ from nats.js.errors import NotFoundError
 from pulumi import automation as auto
 
 from providers.nats import run_private
-from tests.e2e.conftest import changes, e2e_stack, local_workspace, write_project
+from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, write_project
 
 NATS_PORT = 24222
 
@@ -57,7 +57,8 @@ def stream_config(admin, name: str):
 
 @pytest.fixture
 def projects(admin):
-    """Two fresh project names; afterwards every stream (and so consumer and bucket) of theirs is dropped."""
+    """Two fresh project names; afterwards every stream (and so consumer, explicitly named ones included,
+    and bucket) of theirs is dropped."""
     suffix = secrets.token_hex(3)
     names = [f"e2e-a-{suffix}", f"e2e-b-{suffix}"]
     yield names
@@ -74,9 +75,10 @@ def projects(admin):
 
 def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, pulumi_command, admin, projects):
     a, b = projects
+    worker = explicit_name(a, "worker")  # the durable name itself
     a_resources = [
         {"uses": "events", "kind": "stream", "params": {"maxAge": 3600}},
-        {"uses": "events", "kind": "consumer", "name": "worker", "params": {"stream": a, "filterSubject": f"{a}.orders"}},
+        {"uses": "events", "kind": "consumer", "name": worker, "params": {"stream": a, "filterSubject": f"{a}.orders"}},
         {"uses": "events", "kind": "kv", "params": {"history": 3}},
     ]
     files = [write_project(project_dir, a, a_resources),
@@ -95,14 +97,14 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
     out_a = up.outputs[a].value["resources"]
     assert out_a[f"events/stream/{a}"]["subjects"] == f"{a}.>"
     assert out_a[f"events/stream/{a}"]["url"] == f"nats://127.0.0.1:{NATS_PORT}"
-    assert out_a["events/consumer/worker"]["consumer"] == f"{a}_worker"
+    assert out_a[f"events/consumer/{worker}"]["consumer"] == worker  # not prefixed
     assert out_a[f"events/kv/{a}"]["bucket"] == a
     assert stream_config(admin, a).metadata["devstack.owner"] == a
     assert stream_config(admin, b).subjects == [f"{b}.>"]
 
     async def publish_and_fetch(js):
         await js.publish(f"{a}.orders", b"order-1")
-        sub = await js.pull_subscribe_bind(f"{a}_worker", stream=a)
+        sub = await js.pull_subscribe_bind(worker, stream=a)
         msgs = await sub.fetch(1, timeout=5)
         await msgs[0].ack()
         return msgs[0].data
@@ -124,7 +126,7 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
     write_project(project_dir, a, [])
     assert changes(stack.up()) == {"delete": 3}
     assert jetstream(admin, lambda js: js.stream_info(a)).state.messages == 1
-    assert jetstream(admin, lambda js: js.consumer_info(a, f"{a}_worker")).config.durable_name == f"{a}_worker"
+    assert jetstream(admin, lambda js: js.consumer_info(a, worker)).config.durable_name == worker
     assert stream_config(admin, f"KV_{a}") is not None
 
     # Purge asked for explicitly, then removal: B's stream is dropped, A's stays.
@@ -137,10 +139,12 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
 
 
 def stream_and_consumer(work, project: str, storage: str, stream_purge: bool) -> str:
-    """Write `project` with its default stream (of `storage`) and a purge consumer `worker` on it."""
+    """Write `project` with its default stream (of `storage`) and a purge consumer on it,
+    `explicit_name(project, "worker")`."""
     return write_project(work, project, [
         {"uses": "events", "kind": "stream", "purge": stream_purge, "params": {"storage": storage}},
-        {"uses": "events", "kind": "consumer", "name": "worker", "purge": True, "params": {"stream": project}},
+        {"uses": "events", "kind": "consumer", "name": explicit_name(project, "worker"), "purge": True,
+         "params": {"stream": project}},
     ])
 
 
@@ -161,8 +165,9 @@ def test_a_purged_stream_replaced_takes_its_consumer_along(project_dir, offline_
     assert changes(stack.preview()) == {"replace": 2}
     assert changes(stack.up()) == {"replace": 2}
     assert stream_config(admin, a).storage == "memory"
-    consumer = jetstream(admin, lambda js: js.consumer_info(a, f"{a}_worker"))
-    assert consumer.config.durable_name == f"{a}_worker"
+    worker = explicit_name(a, "worker")
+    consumer = jetstream(admin, lambda js: js.consumer_info(a, worker))
+    assert consumer.config.durable_name == worker
     # The ledger matches the engine: nothing for refresh to correct, nothing for up to do.
     assert changes(stack.refresh()) == {}
     assert changes(stack.up()) == {}
@@ -179,4 +184,5 @@ def test_a_retained_stream_that_cannot_change_leaves_its_purge_consumer_alone(pr
         with pytest.raises(auto.errors.CommandError, match='params.storage: cannot change from "file" while the '
                                                            'stream is retained'):
             command()
-    assert jetstream(admin, lambda js: js.consumer_info(a, f"{a}_worker")).config.durable_name == f"{a}_worker"
+    worker = explicit_name(a, "worker")
+    assert jetstream(admin, lambda js: js.consumer_info(a, worker)).config.durable_name == worker

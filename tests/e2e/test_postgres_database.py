@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 from pulumi import automation as auto
 
-from tests.e2e.conftest import changes, e2e_stack, local_workspace, stored_state, write_project
+from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, stored_state, write_project
 
 PG_PORT = 25432
 
@@ -49,8 +49,9 @@ def projects(admin):
             base = name.replace("-", "_")
             for database in (base, f"{base}_aux"):
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
-            for role in (f"{base}_app", base):
-                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(base)))
+        # The explicitly named user of `explicit_name(<project>, "app")`: the role itself.
+        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(f"app_{suffix}")))
 
 
 def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, pulumi_command, admin, projects):
@@ -197,13 +198,13 @@ def test_a_user_replaced_with_its_database_is_made_again(project_dir, offline_en
     user for its database, on its own; delete first, or the old user's drop removes the login the
     new one had just adopted while the ledger keeps it."""
     a, _ = projects
-    db_a = a.replace("-", "_")
+    db_a, app = a.replace("-", "_"), explicit_name(a, "app")
 
     def declare(locale: str, database: str) -> str:
         return write_project(project_dir, a, [
             {"uses": "pg", "kind": "database", "purge": True},
             {"uses": "pg", "kind": "database", "name": f"{a}-aux", "purge": True, "params": {"locale": locale}},
-            {"uses": "pg", "kind": "user", "name": "app", "purge": True, "params": {"database": database}},
+            {"uses": "pg", "kind": "user", "name": app, "purge": True, "params": {"database": database}},
         ])
 
     stack = e2e_stack(project_dir, offline_env, pulumi_command, {"pg": pg_instance(admin)}, [declare("C.UTF-8", a)],
@@ -213,9 +214,9 @@ def test_a_user_replaced_with_its_database_is_made_again(project_dir, offline_en
     declare("C", f"{a}-aux")
     up = stack.up()
     assert changes(up) == {"replace": 2}
-    user = up.outputs[a].value["resources"]["pg/user/app"]
-    with connect(user["user"], user["password"], f"{db_a}_aux") as conn:
-        assert conn.execute("SELECT current_user").fetchone() == (f"{db_a}_app",)
+    user = up.outputs[a].value["resources"][f"pg/user/{app}"]
+    with connect(user["user"], user["password"], f"{db_a}_aux") as conn:  # the name itself, sanitized
+        assert conn.execute("SELECT current_user").fetchone() == (app.replace("-", "_"),)
     assert changes(stack.refresh()) == {}
 
 

@@ -107,7 +107,8 @@ def test_the_specs_example_goes_up_as_the_spec_says(project_dir, offline_env, pu
 
     resources = stack.outputs()["acme"].value["resources"]
     uploads = resources["minio/bucket/acme-uploads"]
-    bucket = uploads["bucket"]  # the spec's `acme-uploads` once explicit names stop taking the project prefix
+    bucket = uploads["bucket"]
+    assert bucket == "acme-uploads"  # an explicit name carrying the project's prefix is not prefixed again
     rule = resources["minio/lifecycle/acme-uploads"]
     assert rule["bucket"] == bucket  # the lifecycle without params.bucket is on the bucket its name names
     admin_s3 = s3_as(admin["minio"].user, admin["minio"].password)
