@@ -60,7 +60,7 @@ def project_scoped(name: str, owner: str, separator: str, *, naming: int) -> str
 
 
 def naming_of(props: Mapping[str, Any], default: int = PREFIXED) -> int:
-    """The naming `props` record: `default` when they record none (outputs: a resource made before
-    namings were recorded, so PREFIXED; inputs, which hold none: what a create would use)."""
+    """The naming `props` record, else `default`: PREFIXED for outputs (a resource whose outputs record
+    none was named by those rules), today's for inputs (which hold none: what a create would use)."""
     value = props.get(NAMING)
     return int(value) if value else default

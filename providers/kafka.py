@@ -6,7 +6,7 @@ Names: a project's default declaration maps to the project's name without
 it, the prefix `<project>.` belongs to exactly one project, and a topic another
 project names inside it is refused: that is what makes prefixed ACLs a tenant
 boundary. An acl grants the project's topics named outside its prefix by name.
-Resources made before record no naming and keep `<owner>.<name>`.
+A resource whose outputs record no naming keeps `<owner>.<name>`.
 
 Ownership: Kafka topics have no comment or tag, topic configs accept no
 custom keys and SCRAM users carry no metadata. A name prefix alone cannot

@@ -81,8 +81,8 @@ def owner() -> str:
 
 def props(engine: str, instance: str, kind: str, name: str, owner: str, params: dict | None = None, **policy) -> dict:
     """Resource inputs as the component layer builds them (after check). Named by the owner-prefixed rules
-    unless `naming` says otherwise: what these tests were written for, and what every resource made
-    before the sanitized naming keeps; tests of the sanitized naming pass naming=SANITIZED."""
+    unless `naming` says otherwise: the names these tests assert, and those of every resource that records
+    no naming; tests of the sanitized naming pass naming=SANITIZED."""
     return {
         "engine": engine, "instance": instance, "kind": kind, "name": name, "owner": owner,
         "params": params or {}, "credentials": policy.get("credentials", "predictable"),
