@@ -90,7 +90,8 @@ def engine_name(engine: str, kind: str, name: str, owner: str) -> str:
 def create(config, engine, instance, kind, name, owner, stack, params=None) -> None:
     provider = ledger.configured_provider(config, engine, kind)
     provider.create({"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": owner,
-                     "params": params or {}, "credentials": "predictable", "purge": False, "stack": stack})
+                     "params": params or {}, "credentials": "predictable", "purge": False, "stack": stack,
+                     "naming": PREFIXED})  # the names engine_name above gives
 
 
 def drop_quietly(config, engine, instance, kind, name, owner) -> None:
@@ -377,7 +378,8 @@ def test_an_update_of_the_workspace_alone_re_marks_every_kind(admin, local_share
         for engine, instance, kind, name, params in orphan_plan(p):
             provider = ledger.configured_provider(config, engine, kind)
             props = {"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": p,
-                     "params": params, "credentials": "predictable", "purge": False, "stack": "remark"}
+                     "params": params, "credentials": "predictable", "purge": False, "stack": "remark",
+                     "naming": PREFIXED}
             made.append((engine, instance, kind, name, p))
             created = provider.create(props)
             provider.update(created.id, created.outs, {**props, "stack": "remark@c0ffee"})
@@ -443,7 +445,8 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
                                                    "adopt": {p: planted["stack"].name}}}
         provider = ledger.configured_provider(moving, "localstack", "queue")
         props = {"engine": "localstack", "instance": "aws", "kind": "queue", "name": "q", "owner": p,
-                 "params": {}, "credentials": "predictable", "purge": False, "stack": "elsewhere@beef00"}
+                 "params": {}, "credentials": "predictable", "purge": False, "stack": "elsewhere@beef00",
+                 "naming": PREFIXED}
         created = provider.create(props)
         provider.update(created.id, created.outs, props)
         return True

@@ -18,7 +18,7 @@ from devstack.scan import scan
 from providers import registry
 from providers.base import marker_workspace
 from providers.errors import Conflict
-from providers.identity import Identity
+from providers.identity import PREFIXED, Identity
 from providers.instances import instances_from_config
 from tests.devstack.conftest import token
 from tests.devstack.test_gc import drop_quietly, engine_name, orphan_plan, workspace_config
@@ -46,7 +46,7 @@ def test_a_purge_refuses_every_kind_another_workspace_adopted(admin, local_share
     def create(config: dict, engine: str, instance: str, kind: str, name: str, params: dict, marker: str) -> dict:
         return ledger.configured_provider(config, engine, kind).create(
             {"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": p, "params": params,
-             "credentials": "predictable", "purge": True, "stack": marker}).outs
+             "credentials": "predictable", "purge": True, "stack": marker, "naming": PREFIXED}).outs
 
     try:
         for engine, instance, kind, name, params in plan:
@@ -96,7 +96,7 @@ def test_sibling_databases_of_one_project_keep_their_own_workspaces(admin, local
     def create(config: dict, name: str, marker: str) -> dict:
         return ledger.configured_provider(config, "postgres", "database").create(
             {"engine": "postgres", "instance": "pg", "kind": "database", "name": name, "owner": p,
-             "params": {}, "credentials": "predictable", "purge": True, "stack": marker}).outs
+             "params": {}, "credentials": "predictable", "purge": True, "stack": marker, "naming": PREFIXED}).outs
 
     provider = ledger.configured_provider(config, "postgres", "database")
     made = [p]
