@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -155,6 +156,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
     projects: list[ProjectFile] = []
     claimed: dict[EngineObject, Claim] = _admin_logins(workspace, stack_display)
     owners: dict[str, str] = {}
+    mapped_owners: dict[tuple[str, str], str] = {}  # (engine, a project name as it maps there) -> the project
     listed: dict[str, int] = {}
     used: set[str] = set()  # every problem at once: a project with other problems still needs its admin secrets
     located: list[tuple[ProjectFile, str, YamlFile | None]] = []
@@ -174,13 +176,15 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         if project.name in owners:
             problems.append(Problem(relative, "name", report.file.line(("name",)) if report.file else None,
                                     f"project {project.name!r} is already declared by {owners[project.name]} (project names are unique in a workspace)"))
-        elif (twin := _mapped_twin(project.name, owners)) is not None:
-            other, engines = twin
+        elif twins := _mapped_twins(project.name, mapped_owners):
+            other, engines = next(iter(twins.items()))
             problems.append(Problem(relative, "name", report.file.line(("name",)) if report.file else None,
-                                    f"project {project.name!r} maps to the same {engines} names as project {other!r} "
-                                    f"({owners[other]}): their logins, default resources and prefixes would be one "
-                                    f"(rename one of them)"))
+                                    f"project {project.name!r} maps to the same {', '.join(engines)} names as project "
+                                    f"{other!r} ({owners[other]}): their logins, default resources and prefixes would "
+                                    f"be one (rename one of them)"))
         owners.setdefault(project.name, relative)
+        for key in _mapped_project_names(project.name):
+            mapped_owners.setdefault(key, project.name)
         problems += _collisions(project, relative, report.file, workspace, claimed)
         projects.append(project)
         located.append((project, relative, report.file))
@@ -667,19 +671,24 @@ PROJECT_NAME_MAPPINGS = {"PostgreSQL": naming.postgres_role, "bucket": naming.bu
                          "Kafka": naming.kafka_project, "Redis": naming.redis}
 
 
-def _mapped_twin(name: str, owners: Mapping[str, str]) -> tuple[str, str] | None:
-    """(another project, the engines) when `name` maps to one of the other projects' names somewhere."""
-    for other in owners:
-        engines = []
-        for engine, mapping in PROJECT_NAME_MAPPINGS.items():
-            try:
-                if mapping(name) == mapping(other):
-                    engines.append(engine)
-            except InvalidSpec:
-                continue  # reported on the resources that need it
-        if engines:
-            return other, ", ".join(engines)
-    return None
+def _mapped_project_names(name: str) -> list[tuple[str, str]]:
+    """(engine, `name` as it maps there) for each engine that can map it (the others report it on the
+    resources that need it)."""
+    mapped = []
+    for engine, mapping in PROJECT_NAME_MAPPINGS.items():
+        with suppress(InvalidSpec):
+            mapped.append((engine, mapping(name)))
+    return mapped
+
+
+def _mapped_twins(name: str, mapped_owners: Mapping[tuple[str, str], str]) -> dict[str, list[str]]:
+    """The other projects whose names map to `name`'s somewhere, each with those engines."""
+    twins: dict[str, list[str]] = {}
+    for engine, mapped in _mapped_project_names(name):
+        other = mapped_owners.get((engine, mapped))
+        if other is not None and other != name:
+            twins.setdefault(other, []).append(engine)
+    return twins
 
 
 def _reach_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]], workspace: WorkspaceConfig) -> list[Problem]:

@@ -51,14 +51,6 @@ class Identity:
         return {**{name: getattr(self, name) for name in self.field_names()}, NAMING: self.naming}
 
 
-def project_scoped(name: str, owner: str, separator: str, *, naming: int) -> str:
-    """The text an engine identifier is mapped from: `name` itself (the owner, for the declaration named
-    after its project); PREFIXED: `<owner><separator><name>` for any other name."""
-    if name == owner or naming != PREFIXED:
-        return name
-    return f"{owner}{separator}{name}"
-
-
 def naming_of(props: Mapping[str, Any], default: int = PREFIXED) -> int:
     """The naming `props` record, else `default`: PREFIXED for outputs (a resource whose outputs record
     none was named by those rules), today's for inputs (which hold none: what a create would use)."""

@@ -456,9 +456,11 @@ class KafkaKind(KindProvider):
     def marked_owner(self, instance: SharedInstance, admin: AdminClient, ident: Identity) -> str | None:
         return marker_owner(self.marker(instance, admin, ident))
 
-    def observed(self, instance: SharedInstance, admin: AdminClient, ident: Identity, **found: Any) -> Observed:
-        """What observe found, with the owner and workspace the registry's marker records."""
-        marker = self.marker(instance, admin, ident)
+    def observed(self, instance: SharedInstance, admin: AdminClient, ident: Identity,
+                 markers: Mapping[str, str] | None = None, **found: Any) -> Observed:
+        """What observe found, with the owner and workspace the registry's marker records (in `markers`, when
+        the caller has read the registry already)."""
+        marker = markers.get(self.marker_key(ident)) if markers is not None else self.marker(instance, admin, ident)
         return Observed(owner=marker_owner(marker), workspace=marker_field(marker, "stack"), **found)
 
     def require_ours(self, instance: SharedInstance, admin: AdminClient, ident: Identity, what: str) -> None:
@@ -641,9 +643,10 @@ class Topic(KafkaKind):
         params = live_topic(admin, name, what)
         if params is None:
             return None
-        return self.observed(instance, admin, ident, params=params,
+        markers = read_markers(instance, admin)
+        return self.observed(instance, admin, ident, markers, params=params,
                              attributes={"topic": name, "partitions": params["partitions"],
-                                         "isolated": not self._foreign(instance, admin, name, ident.owner, what)})
+                                         "isolated": not self._foreign(markers, admin, name, ident.owner, what)})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         return ["isolated"] if olds.get("isolated") is False else []
@@ -721,14 +724,14 @@ class Topic(KafkaKind):
                 result(future, "update", what, "config")
 
     @staticmethod
-    def _foreign(instance: SharedInstance, admin: AdminClient, name: str, owner: str, what: str) -> list[AclBinding]:
-        return foreign_grants(admin, name, owner, what, project_principals(read_markers(instance, admin), owner))
+    def _foreign(markers: Mapping[str, str], admin: AdminClient, name: str, owner: str, what: str) -> list[AclBinding]:
+        return foreign_grants(admin, name, owner, what, project_principals(markers, owner))
 
     def _contain(self, instance: SharedInstance, admin: AdminClient, ident: Identity, name: str, what: str,
                  verb: str) -> None:
         """Take back the grants of the topic to principals outside the project. One that reaches other
         projects' names too (a prefix beyond the project's, `*`) is not devstack's to take back: refused."""
-        foreign = self._foreign(instance, admin, name, ident.owner, what)
+        foreign = self._foreign(read_markers(instance, admin), admin, name, ident.owner, what)
         beyond = [b for b in foreign if not (within_project(b, ident.owner) or
                                              (b.resource_pattern_type == ResourcePatternType.LITERAL and b.name == name))]
         if beyond:
@@ -740,7 +743,8 @@ class Topic(KafkaKind):
                               "broker (kafka-acls --remove), then run `pulumi up` again")
         revoke(admin, foreign, what)
         if foreign:  # applied by the authorizer a moment after the controller commits it
-            wait_until(lambda: not self._foreign(instance, admin, name, ident.owner, what), REQUEST_TIMEOUT)
+            wait_until(lambda: not self._foreign(read_markers(instance, admin), admin, name, ident.owner, what),
+                       REQUEST_TIMEOUT)
 
     @staticmethod
     def _attributes(instance: SharedInstance, name: str, spec: TopicSpec) -> dict[str, Any]:
@@ -966,7 +970,7 @@ class Acl(KafkaKind):
         markers = read_markers(instance, admin)
         in_sync = (bindings == wanted_bindings(ident.owner, principal, AclSpec.model_construct(**params), topics)
                    and all(marked_topic_owner(markers, topic) == ident.owner for topic in topics))
-        return self.observed(instance, admin, ident, params=params,
+        return self.observed(instance, admin, ident, markers, params=params,
                              attributes={"user": principal, "principal": f"User:{principal}", "aclInSync": in_sync})
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
@@ -980,11 +984,12 @@ class Acl(KafkaKind):
         principal = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         password = login_password(ident, principal, props)
         admin = admin_client(instance)
-        foreign = foreign_topics_in_reach(read_markers(instance, admin), ident.owner)
+        markers = read_markers(instance, admin)
+        foreign = foreign_topics_in_reach(markers, ident.owner)
         if foreign:
             raise Conflict("create", f"acl {ident}", f"topic {foreign[0]!r} of another project is within its reach "
                            f"({owner_prefix(ident.owner)}*)", "rename that topic; nothing was changed")
-        topics = self._reached_topics(instance, admin, ident, props)  # refused before anything is made
+        topics = self._reached_topics(markers, ident, props)  # refused before anything is made
         self.mark(instance, admin, ident, props.get("stack", ""))
         set_password(admin, principal, password, f"acl {ident}")
         self._converge(admin, ident, principal, spec, topics)
@@ -998,7 +1003,7 @@ class Acl(KafkaKind):
         if password != old.get("password") or old.get("passwordInSync") is False:
             set_password(admin, principal, password, f"acl {ident}")
         self._converge(admin, ident, principal, AclSpec.model_validate(new.get("params") or {}),
-                       self._reached_topics(instance, admin, ident, new))
+                       self._reached_topics(read_markers(instance, admin), ident, new))
         self.mark(instance, admin, ident, new.get("stack", ""))
         return self._attributes(instance, ident, principal, password)
 
@@ -1020,10 +1025,9 @@ class Acl(KafkaKind):
                 raise self.gone(instance, admin, ident, what, "it was dropped meanwhile") from err
         self.unmark(instance, admin, ident, props.get("stack", ""))
 
-    def _reached_topics(self, instance: SharedInstance, admin: AdminClient, ident: Identity,
-                        props: Mapping[str, Any]) -> list[str]:
+    def _reached_topics(self, markers: Mapping[str, str], ident: Identity, props: Mapping[str, Any]) -> list[str]:
         """The topics `props` ask the principal to reach by name; Conflict when one is not the project's."""
-        topics, markers = self.exact_reach(props), read_markers(instance, admin)
+        topics = self.exact_reach(props)
         foreign = [topic for topic in topics if marked_topic_owner(markers, topic) != ident.owner]
         if foreign:
             raise Conflict("grant", f"acl {ident}", f"topic {foreign[0]!r} does not belong to project {ident.owner!r}",

@@ -21,7 +21,7 @@ from providers import naming as naming_rules
 from providers import s3
 from providers.base import KindProvider, Observed
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
-from providers.identity import PREFIXED, Identity, project_scoped
+from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:  # botocore.client takes 0.1s to import; clients come from s3.aws_client
@@ -48,7 +48,7 @@ def fifo_capable_name(name: str, owner: str, *, service: str, limit: int, naming
     """SQS/SNS name, sanitized (a final `.fifo` kept) or owner-prefixed (PREFIXED: a declaration named
     `<x>.fifo` maps to `<owner>-<x>.fifo`)."""
     if naming != PREFIXED:
-        return naming_rules.sqs_sns(project_scoped(name, owner, "-", naming=naming), limit=limit)
+        return naming_rules.sqs_sns(name, limit=limit)
     fifo = name.endswith(FIFO)
     base = s3.prefixed(name[: -len(FIFO)] if fifo else name, owner)
     mapped = base + (FIFO if fifo else "")
@@ -64,7 +64,7 @@ def fifo_capable_name(name: str, owner: str, *, service: str, limit: int, naming
 def plain_name(name: str, owner: str, *, service: str, length: tuple[int, int], naming: int) -> str:
     """Kinesis/DynamoDB name (letters, digits, '_', '-' and '.'): sanitized, or owner-prefixed (PREFIXED)."""
     if naming != PREFIXED:
-        return naming_rules.kinesis_dynamodb(project_scoped(name, owner, "-", naming=naming), length=length)
+        return naming_rules.kinesis_dynamodb(name, length=length)
     mapped = s3.prefixed(name, owner)
     rule = s3.name_rule(mapped, service=service, length=length, charset=_KINESIS_DYNAMODB_CHARS,
                         allowed="letters, digits, '_', '-' and '.'")

@@ -31,7 +31,7 @@ from providers.base import (REACH, KindProvider, LazyModule, Observed, marker_fi
                             ownership_marker)
 from providers.credentials import MINIO_SECRET_MINIMUM, password_for
 from providers.errors import Conflict, InvalidSpec, NotFound
-from providers.identity import CURRENT_NAMING, PREFIXED, Identity, project_scoped
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
@@ -312,7 +312,7 @@ def access_key_name(name: str, owner: str, *, naming: int) -> str:
     """The MinIO user (its access key id): the name sanitized, or owner-prefixed (PREFIXED, where
     InvalidSpec names the rule it breaks)."""
     if naming != PREFIXED:
-        return naming_rules.minio_access_key(project_scoped(name, owner, "-", naming=naming))
+        return naming_rules.minio_access_key(name)
     mapped = s3.prefixed(name, owner)
     rule = s3.name_rule(mapped, service="MinIO access key", length=(3, 128), charset=_ACCESS_KEY,
                         allowed="lowercase letters, digits, '-', '_' and '.', starting with a letter or digit")
@@ -641,44 +641,39 @@ class AccessKey(s3.GuardedKind):
 
     def _refuse_foreign_buckets_in_reach(self, instance: SharedInstance, ident: Identity) -> None:
         """The key would reach `<owner>-*`: no bucket of another project (or none of ours) may sit there."""
-        admin_s3 = s3.aws_client(instance, "s3")
-        for bucket in (b["Name"] for b in admin_s3.list_buckets().get("Buckets", [])):
-            if not within_reach(bucket, ident.owner):
-                continue
-            try:
-                holder = s3.tags_owner(s3.bucket_tags(admin_s3, bucket))
-            except s3.boto_errors.ClientError as err:
-                if s3.error_code(err) == "NoSuchBucket":
-                    continue  # gone since the listing (a racing bucket undoing itself): nothing in reach
-                raise
-            if holder != ident.owner:
-                who = f"project {holder!r}" if holder else "something devstack does not manage"
-                raise Conflict(
-                    "create", f"access_key {ident}",
-                    f"bucket {bucket!r} is within the key's reach ({ident.owner}-*) but belongs to {who}",
-                    "a key reaches every bucket named after its project; move or rename that bucket; nothing was changed",
-                )
+        listed = [b["Name"] for b in s3.aws_client(instance, "s3").list_buckets().get("Buckets", [])]
+        foreign = self._foreign(instance, ident, [bucket for bucket in listed if within_reach(bucket, ident.owner)])
+        if foreign:
+            bucket, holder = foreign[0]
+            who = f"project {holder!r}" if holder else "something devstack does not manage"
+            raise Conflict(
+                "create", f"access_key {ident}",
+                f"bucket {bucket!r} is within the key's reach ({ident.owner}-*) but belongs to {who}",
+                "a key reaches every bucket named after its project; move or rename that bucket; nothing was changed",
+            )
 
     def _reach(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> list[str]:
         """The buckets `props` ask the key to reach by name; Conflict when one is not the project's."""
         exact = self.exact_reach(props)
         foreign = self._foreign(instance, ident, exact)
         if foreign:
-            raise Conflict("grant", f"access_key {ident}", f"bucket {foreign[0]!r} does not belong to project {ident.owner!r}",
+            raise Conflict("grant", f"access_key {ident}", f"bucket {foreign[0][0]!r} does not belong to project {ident.owner!r}",
                            "a key reaches only its project's buckets; nothing was changed")
         return exact
 
     @staticmethod
-    def _foreign(instance: SharedInstance, ident: Identity, buckets: Iterable[str]) -> list[str]:
-        """Those of `buckets` that exist and do not carry this project's marker."""
+    def _foreign(instance: SharedInstance, ident: Identity, buckets: Iterable[str]) -> list[tuple[str, str | None]]:
+        """(bucket, the owner its marker names) for those of `buckets` that exist without this project's marker."""
         admin_s3, foreign = s3.aws_client(instance, "s3"), []
         for bucket in buckets:
             try:
-                if s3.tags_owner(s3.bucket_tags(admin_s3, bucket)) != ident.owner:
-                    foreign.append(bucket)
+                holder = s3.tags_owner(s3.bucket_tags(admin_s3, bucket))
             except s3.boto_errors.ClientError as err:
-                if s3.error_code(err) != "NoSuchBucket":  # a grant on a bucket that is gone reaches nothing
-                    raise
+                if s3.error_code(err) == "NoSuchBucket":  # gone since it was named: nothing to reach there
+                    continue
+                raise
+            if holder != ident.owner:
+                foreign.append((bucket, holder))
         return foreign
 
     @staticmethod

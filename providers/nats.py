@@ -36,7 +36,7 @@ from providers import naming as naming_rules
 from providers.base import (KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker,
                             referenced_name)
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.identity import CURRENT_NAMING, PREFIXED, Identity, project_scoped
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
@@ -441,7 +441,7 @@ class NatsKind(KindProvider):
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
         if naming == PREFIXED:
             return nats_name(name, owner)
-        return naming_rules.nats(project_scoped(name, owner, "_", naming=naming))
+        return naming_rules.nats(name)
 
     def refusals(self, instance: SharedInstance, ident: Identity, spec: BaseModel) -> list[tuple[str, str, str]]:
         replicas = getattr(spec, "replicas", 1)
@@ -1002,7 +1002,7 @@ class Kv(NatsKind):
         limit = MAX_NAME - len(KV_STREAM_PREFIX)
         if naming == PREFIXED:
             return nats_name(name, owner, limit=limit)
-        return naming_rules.nats(project_scoped(name, owner, "_", naming=naming), limit=limit)
+        return naming_rules.nats(name, limit=limit)
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         bucket = self.engine_name(ident.name, ident.owner, naming=ident.naming)

@@ -31,7 +31,7 @@ from providers import naming as naming_rules
 from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.identity import CURRENT_NAMING, PREFIXED, Identity, project_scoped
+from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
 
 # Imported on the first engine call: the program, check and diff never need it.
@@ -79,7 +79,7 @@ def engine_name(name: str, owner: str, *, naming: int) -> str:
     if naming != PREFIXED:
         if owner in RESERVED_OWNERS:
             raise InvalidSpec("map", f"owner {owner!r}", "the `devstack:` key prefix is reserved for devstack's own markers")
-        mapped = naming_rules.redis(project_scoped(name, owner, "-", naming=naming))
+        mapped = naming_rules.redis(name)
         if mapped in RESERVED_USERS:
             raise InvalidSpec("map", f"name {name!r}", f"{mapped!r} is a user every Redis server has")
         return mapped

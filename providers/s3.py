@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from providers import naming as naming_rules
 from providers.base import KindProvider, LazyModule, Observed, one_per_key, referenced_name
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
-from providers.identity import CURRENT_NAMING, PREFIXED, Identity, naming_of, project_scoped
+from providers.identity import CURRENT_NAMING, PREFIXED, Identity, naming_of
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ def bucket_name(name: str, owner: str, *, naming: int) -> str:
     """The bucket of a declaration: its name sanitized (SANITIZED), or owner-prefixed (PREFIXED, where
     InvalidSpec names the S3 rule it breaks)."""
     if naming != PREFIXED:
-        return naming_rules.bucket(project_scoped(name, owner, "-", naming=naming))
+        return naming_rules.bucket(name)
     mapped = prefixed(name, owner)
     rule = bucket_rule(mapped)
     if rule:

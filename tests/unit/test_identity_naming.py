@@ -8,7 +8,7 @@ import pytest
 
 from providers import registry
 from providers.errors import InvalidSpec
-from providers.identity import CURRENT_NAMING, PREFIXED, SANITIZED, Identity, naming_of, project_scoped
+from providers.identity import CURRENT_NAMING, PREFIXED, SANITIZED, Identity, naming_of
 
 IDENT = {"engine": "minio", "instance": "s3", "kind": "bucket", "name": "acme-uploads", "owner": "acme"}
 
@@ -38,14 +38,6 @@ def test_check_keeps_no_naming_among_the_inputs():
     outputs only, it shows in no diff."""
     checked = registry.provider_class("minio", "bucket")().check({}, {**IDENT, "params": {}})
     assert checked.failures == [] and "naming" not in checked.inputs
-
-
-@pytest.mark.parametrize("name, naming, scoped", [
-    ("acme", SANITIZED, "acme"), ("uploads", SANITIZED, "uploads"), ("acme-uploads", SANITIZED, "acme-uploads"),
-    ("acme", PREFIXED, "acme"), ("uploads", PREFIXED, "acme-uploads"), ("acme-uploads", PREFIXED, "acme-acme-uploads"),
-])
-def test_only_the_default_name_derives_from_the_project(name, naming, scoped):
-    assert project_scoped(name, "acme", "-", naming=naming) == scoped
 
 
 @pytest.mark.parametrize("engine, kind, name, prefixed, sanitized", [
