@@ -44,13 +44,21 @@ class Project(pulumi.ComponentResource):
         created: dict[str, Resource] = {}
         resources: dict[str, Any] = {}
         # Declarations others depend on first, so each dependent can name them.
-        for decl in sorted(project.resources, key=lambda d: self._has_dependencies(d)):
+        for decl in sorted([*project.resources, *self._implied()], key=lambda d: self._has_dependencies(d)):
             resource = self._declare(decl, stack, created)
             created[decl.key(project.name)] = resource
             resources[decl.key(project.name)] = self._resource_outputs(decl, resource)
         services = {name: {"env": self._service_env(service, created)} for name, service in project.services.items()}
         self.outputs = {"resources": resources, "services": services}
         self.register_outputs({})
+
+    def _implied(self) -> list[ResourceDecl]:
+        """The declarations every project on an instance has unless it writes its own (a NATS account)."""
+        declared = {(decl.uses, decl.kind) for decl in self._file.resources}
+        return [ResourceDecl(uses=uses, kind=kind, name=self._file.name)
+                for uses in dict.fromkeys(decl.uses for decl in self._file.resources)
+                for kind, provider in registry.kinds(self._ws.shared[uses].engine).items()
+                if provider.implied and (uses, kind) not in declared]
 
     def _kind_class(self, decl: ResourceDecl) -> type[KindProvider]:
         return registry.provider_class(self._ws.shared[decl.uses].engine, decl.kind)
@@ -78,11 +86,16 @@ class Project(pulumi.ComponentResource):
         return refs
 
     def _reach(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Any]:
-        """The engine names of the project's resources on `decl`'s instance that its grants reach."""
-        kind = provider.reach_kind
-        attribute = registry.provider_class(self._ws.shared[decl.uses].engine, kind).name_attribute
-        return [getattr(resource, attribute) for key, resource in created.items()
-                if key.split("/")[:2] == [decl.uses, kind]]
+        """The engine names of the project's resources on `decl`'s instance that its grants reach; for a kind
+        reaching several kinds, each as `<kind>:<engine name>`."""
+        several = not isinstance(provider.reach_kind, str)
+        reached = []
+        for kind in provider.reach_kind if several else (provider.reach_kind,):
+            attribute = registry.provider_class(self._ws.shared[decl.uses].engine, kind).name_attribute
+            names = [getattr(resource, attribute) for key, resource in created.items()
+                     if key.split("/")[:2] == [decl.uses, kind]]
+            reached += [pulumi.Output.concat(f"{kind}:", name) for name in names] if several else names
+        return reached
 
     def _dependencies(self, decl: ResourceDecl, provider: KindProvider, referenced: dict[str, tuple[str, Resource]],
                       created: dict[str, Resource]) -> list[Resource]:

@@ -124,8 +124,9 @@ class KindProvider(ResourceProvider):
     references: ClassVar[dict[str, str]] = {}
     #: The output attribute holding this kind's engine name, for declarations that reference it (`refs`).
     name_attribute: ClassVar[str | None] = None
-    #: The kind of the project's resources (on the same instance) this kind's grants reach (`reach`).
-    reach_kind: ClassVar[str | None] = None
+    #: The kind of the project's resources (on the same instance) this kind's grants reach (`reach`: their
+    #: engine names), or several kinds (`reach`: `<kind>:<engine name>` each).
+    reach_kind: ClassVar[str | tuple[str, ...] | None] = None
     #: Those of `references` that, left out, name the declaration called after the project.
     default_references: ClassVar[frozenset[str]] = frozenset()
 
@@ -137,6 +138,9 @@ class KindProvider(ResourceProvider):
                 if params.get(param) or param in cls.default_references}
     #: Kinds on the same instance this one is created after and deleted before.
     after_kinds: ClassVar[tuple[str, ...]] = ()
+    #: Whether every project with a declaration on the instance gets one of this kind, named after it,
+    #: unless it declares one itself (a NATS account).
+    implied: ClassVar[bool] = False
     #: Every declaration of this kind by one project on one instance logs in as the
     #: same principal, so they can only agree on a password if none is generated.
     login_per_owner: ClassVar[bool] = False

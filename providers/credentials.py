@@ -47,7 +47,7 @@ MINIO_SECRET_MINIMUM = 8
 
 def predictable_password(project: str, rotation: Any = None, minimum: int = 0) -> str:
     """`<project>`, or `<project>-<rotation>`, repeated until it has `minimum` characters (module docstring)."""
-    rotation = _rotation(rotation)  # `acme-1` for `rotation: 1`, though Pulumi hands the provider 1.0
+    rotation = rotation_of(rotation)  # `acme-1` for `rotation: 1`, though Pulumi hands the provider 1.0
     password = project if rotation in (None, 0) else f"{project}-{rotation}"
     return password * -(-minimum // len(password)) if len(password) < minimum else password
 
@@ -76,7 +76,7 @@ def password_for(ident: Identity, principal: str, policy: str, previous: str | N
     return secrets.token_urlsafe(24)
 
 
-def _rotation(value: Any) -> Any:
+def rotation_of(value: Any) -> Any:
     """One clear message instead of one per member of the union."""
     if isinstance(value, float) and value.is_integer():
         return int(value)  # Pulumi carries every number as a float: `rotation: 2` arrives as 2.0
@@ -88,7 +88,7 @@ def _rotation(value: Any) -> Any:
 
 
 #: A credential rotation counter (a login's `rotation` param): any change to it changes the password in place.
-Rotation = Annotated[int | str | None, BeforeValidator(_rotation)]
+Rotation = Annotated[int | str | None, BeforeValidator(rotation_of)]
 
 
 def login_password(ident: Identity, login: str, new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str:
@@ -97,7 +97,7 @@ def login_password(ident: Identity, login: str, new: Mapping[str, Any], old: Map
     Kept across updates unless the policy or the `rotation` param changed; a
     new rotation value derives (predictable) or draws (generated) a new one.
     """
-    rotation = _rotation((new.get("params") or {}).get("rotation"))  # `1`, never Pulumi's `1.0`: anyone can derive it
+    rotation = rotation_of((new.get("params") or {}).get("rotation"))  # `1`, never Pulumi's `1.0`: anyone can derive it
     principal = login if rotation is None else f"{login}#rotation={rotation}"
     same = old is not None and old.get("credentials") == new.get("credentials") and (
         (old.get("params") or {}).get("rotation") == rotation

@@ -1,28 +1,34 @@
-"""NATS JetStream: per-project streams, durable consumers and KV buckets.
+"""NATS JetStream: an account per project, with its streams, durable consumers, KV buckets and users.
+
+The server runs in operator mode (providers.nats_auth): each project gets an
+account of its own, pushed to the running server by the `account` kind, and
+everything else of the project lives in it, out of every other project's
+reach. Services log in as a `user` of the account.
 
 Names: a project's default declaration (name == owner) maps to `<owner>`,
 any other to `<owner>_<name>`; KV buckets live in the stream `KV_<bucket>`.
 Subjects: every stream's subjects stay under the owner's prefix `<owner>.>`
-(check() refuses anything else), so one project's streams never capture
-another project's messages.
+(check() refuses anything else), and a user may publish and subscribe there.
 
 Ownership: the marker goes into the stream's (and consumer's) `metadata`
-as `devstack.managed-by`, `devstack.owner` and `devstack.stack` (server 2.10+).
+as `devstack.managed-by`, `devstack.owner` and `devstack.stack` (server 2.10+),
+and into the account JWT's description.
 
 nats-py is asyncio while the provider verbs are synchronous: verbs run their
 coroutine on one event loop thread per process, over one admin connection
-per server and credential that lives as long as the process. The server
-checks the admin password against a bcrypt hash (about 0.1s per connection),
-so a connection per call made every verb that slow. The pickled provider
-never holds a connection.
+per server, credential and account that lives as long as the process (the
+least recently used beyond KEPT_ACCOUNT_SESSIONS are closed). The pickled
+provider never holds a connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, is_dataclass
@@ -36,6 +42,7 @@ from providers import naming as naming_rules
 from providers.base import (KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker,
                             referenced_name)
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
+from providers.credentials import Rotation, predictable_password, rotation_of
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity
 from providers.instances import SharedInstance
 
@@ -46,6 +53,8 @@ if TYPE_CHECKING:
 
 # Imported on the first engine call: the program, check and diff never need them.
 nats = LazyModule("nats")
+nkeys = LazyModule("nkeys")
+nats_auth = LazyModule("providers.nats_auth")
 nats_errors = LazyModule("nats.errors")
 jetstream_api = LazyModule("nats.js.api")
 jetstream_errors = LazyModule("nats.js.errors")
@@ -206,7 +215,8 @@ def with_marker(live: dict[str, str] | None, marker: dict[str, str]) -> dict[str
 
 @dataclass
 class Session:
-    """One admin connection's JetStream context and the server version."""
+    """One admin connection (to the system account, or to one project's account), its JetStream context and
+    the server version."""
 
     nc: NatsClient
     js: JetStreamContext
@@ -215,8 +225,30 @@ class Session:
     closed: asyncio.Event
 
 
-async def open_session(instance: SharedInstance) -> Session:
-    """A new admin connection; EngineUnavailable when the server does not answer."""
+class AccountMissing(Exception):
+    """The server knows no account of the project: nothing of it exists there."""
+
+
+#: What to do when the server refuses devstack's operator.
+OPERATOR_FIX = ("the stack's admin secret is not the one the server trusts, or the server is not in operator mode; "
+                "run `python -m tools.engines start nats` (it writes the server's config from the secret), or, "
+                "for a server set up elsewhere, put its operator and system account seeds in the secret "
+                "(docs/engines.md)")
+
+
+def admin_credential(secret: str, owner: str | None = None) -> dict[str, Any]:
+    """nats.connect keywords that log in as devstack's admin user of the system account (owner None) or of
+    project `owner`'s account, from the instance's admin secret."""
+    operator = nats_auth.Operator.from_secret(secret)
+    account = operator.system if owner is None else operator.account_key(owner)
+    user = nats_auth.derived_key(account.seed, nats_auth.ADMIN_USER, nkeys.PREFIX_BYTE_USER)
+    token = nats_auth.user_jwt(account, user, nats_auth.ADMIN_USER).encode()
+    return {"user_jwt_cb": lambda: token, "signature_cb": nats_auth.signer(user)}
+
+
+async def open_session(instance: SharedInstance, owner: str | None = None) -> Session:
+    """A new connection of devstack's admin user, in the system account (owner None) or in project `owner`'s;
+    EngineUnavailable when the server does not answer, AccountMissing when it has no account of `owner`."""
     seen: list[Exception] = []
     closed = asyncio.Event()
 
@@ -230,8 +262,7 @@ async def open_session(instance: SharedInstance) -> Session:
     try:
         nc = await nats.connect(
             servers=[f"nats://{instance.address}"],
-            user=instance.admin_user,
-            password=instance.password(),
+            **admin_credential(instance.password(), owner),
             allow_reconnect=False,
             # Without a bound, the first connect retries for max_reconnect_attempts x 2s (two minutes).
             max_reconnect_attempts=1,
@@ -245,13 +276,11 @@ async def open_session(instance: SharedInstance) -> Session:
         cause = seen[-1] if seen else err
         # The server's refusal arrives as a plain protocol error naming it.
         rejected = isinstance(cause, nats_errors.AuthorizationError) or "authorization violation" in str(cause).lower()
+        if rejected and owner is not None:
+            raise AccountMissing(owner) from err  # the system account's session, opened first, proved the operator
         raise EngineUnavailable(
-            "connect to",
-            f"nats instance {instance.name!r} at {instance.address}",
-            str(cause) or type(cause).__name__,
-            # `start` rewrites the server's config with the stack's admin credential.
-            "the admin credential does not match the server's; run `python -m tools.engines start nats`"
-            if rejected else instance.start_hint(),
+            "connect to", f"nats instance {instance.name!r} at {instance.address}",
+            str(cause) or type(cause).__name__, OPERATOR_FIX if rejected else instance.start_hint(),
         ) from err
     server = nc.connected_server_version
     if not FEATURES["metadata"]((server.major, server.minor)):
@@ -264,12 +293,15 @@ async def open_session(instance: SharedInstance) -> Session:
 
 
 #: A server that answers no JetStream API request: a stream, consumer or kv needs it.
-JETSTREAM_MISSING = "no JetStream answered: the server runs without it, or without it for the admin's account"
-JETSTREAM_FIX = "start nats-server with -js (or a jetstream block), with JetStream enabled for the admin's account"
+JETSTREAM_MISSING = "no JetStream answered: the server runs without it, or without it for the project's account"
+JETSTREAM_FIX = ("start nats-server with -js (or a jetstream block); a project's account gets JetStream from its "
+                 "`account` declaration's limits")
+#: Connections to project accounts kept open per process; the least recently used beyond it is closed.
+KEPT_ACCOUNT_SESSIONS = 32
 
 
 class Sessions:
-    """This process's admin sessions, one per server and credential, on one event loop thread.
+    """This process's admin sessions, one per server, credential and account, on one event loop thread.
 
     Provider verbs arrive on several threads at once; their coroutines all run
     on this loop, where nats-py multiplexes them over the shared connection.
@@ -279,11 +311,16 @@ class Sessions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sessions: dict[tuple[str, str, str], Session] = {}
+        self._sessions: dict[tuple[str, str, str | None], Session] = {}
         self._opening: asyncio.Lock | None = None
+        self._accounts: dict[tuple[str, str], asyncio.Lock] = {}
 
-    def run(self, instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
-        return asyncio.run_coroutine_threadsafe(self._call(instance, work), self._running_loop()).result()
+    def run(self, instance: SharedInstance, work: Callable[[Session], Awaitable[T]], owner: str | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(self._call(instance, work, owner), self._running_loop()).result()
+
+    def account_lock(self, instance: SharedInstance, owner: str) -> asyncio.Lock:
+        """Serializes this process's changes to one account's JWT (read, change, push), on the loop."""
+        return self._accounts.setdefault((instance.address, owner), asyncio.Lock())
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -293,9 +330,9 @@ class Sessions:
                 self._loop = loop
             return self._loop
 
-    async def _call(self, instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
+    async def _call(self, instance: SharedInstance, work: Callable[[Session], Awaitable[T]], owner: str | None) -> T:
         """`work`, or EngineUnavailable as soon as the server stops answering (not one API timeout later)."""
-        session = await self._session(instance)
+        session = await self._session(instance, owner)
         working, closing = asyncio.ensure_future(work(session)), asyncio.ensure_future(session.closed.wait())
         try:
             done, _ = await asyncio.wait({working, closing}, return_when=asyncio.FIRST_COMPLETED)
@@ -313,14 +350,29 @@ class Sessions:
             raise Unsupported("use", f"nats instance {instance.name!r} at {instance.address}",
                               JETSTREAM_MISSING, f"{JETSTREAM_FIX}; nothing was changed") from err
 
-    async def _session(self, instance: SharedInstance) -> Session:
-        key = (instance.address, instance.admin_user, instance.password())
+    async def _session(self, instance: SharedInstance, owner: str | None) -> Session:
         self._opening = self._opening or asyncio.Lock()  # only this loop's thread gets here
         async with self._opening:
-            session = self._sessions.get(key)
-            if session is None or not session.nc.is_connected:
-                session = self._sessions[key] = await open_session(instance)
-            return session
+            if owner is not None:
+                await self._open(instance, None)  # proves the operator, so a refusal below means no account
+            return await self._open(instance, owner)
+
+    async def _open(self, instance: SharedInstance, owner: str | None) -> Session:
+        key = (instance.address, instance.password(), owner)
+        session = self._sessions.pop(key, None)
+        if session is None or not session.nc.is_connected:
+            session = await open_session(instance, owner)
+        self._sessions[key] = session  # last: the most recently used
+        accounts = [k for k in self._sessions if k[2] is not None]
+        for stale in accounts[:max(0, len(accounts) - KEPT_ACCOUNT_SESSIONS)]:
+            await self._sessions.pop(stale).nc.close()
+        return session
+
+    async def forget(self, instance: SharedInstance, owner: str) -> None:
+        """Close the session in `owner`'s account (it was deleted: the server closes it anyway)."""
+        session = self._sessions.pop((instance.address, instance.password(), owner), None)
+        if session is not None:
+            await session.nc.close()
 
 
 _SESSIONS = Sessions()
@@ -346,9 +398,125 @@ def run_private(coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(run_private, coroutine).result()
 
 
-def run(instance: SharedInstance, work: Callable[[Session], Awaitable[T]]) -> T:
-    """Run `work` with this process's admin session for the instance and return its result."""
-    return _SESSIONS.run(instance, work)
+def run(instance: SharedInstance, work: Callable[[Session], Awaitable[T]], owner: str | None = None,
+        *, stack: str | None = None) -> T:
+    """Run `work` with this process's admin session for the instance: in project `owner`'s account, or
+    the system account. AccountMissing when the server has no account of `owner`, unless `stack` is
+    given: then the account is made first, with default limits (a stream made before its account)."""
+    try:
+        return _SESSIONS.run(instance, work, owner)
+    except AccountMissing:
+        if stack is None or owner is None:
+            raise
+    _SESSIONS.run(instance, lambda system: ensure_account(system, instance, owner, stack))
+    return _SESSIONS.run(instance, work, owner)
+
+
+def observed(instance: SharedInstance, owner: str, work: Callable[[Session], Awaitable[T]]) -> T | None:
+    """`work` in `owner`'s account; None when the account does not exist (nor does anything in it)."""
+    try:
+        return run(instance, work, owner)
+    except AccountMissing:
+        return None
+
+
+def in_account(instance: SharedInstance, owner: str, work: Callable[[Session], Awaitable[T]], what: str) -> T:
+    """`work` in `owner`'s account; NotFound naming `what` when the account (so all in it) is gone."""
+    try:
+        return run(instance, work, owner)
+    except AccountMissing:
+        raise NotFound("drop", what, f"project {owner!r} has no account on the server") from None
+
+
+# --- accounts ------------------------------------------------------------------
+
+
+def account_marker(owner: str, stack: str) -> str:
+    """The ownership marker an account JWT carries in its description."""
+    return ownership_marker(Identity(engine=ENGINE, instance="", kind="account", name=owner, owner=owner), stack)
+
+
+class AccountSpec(BaseModel):
+    """Params of a project's `account`: its JetStream and connection limits. All update in place."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    max_memory: int = Field(default=1 << 30, ge=-1, alias="maxMemory", description="bytes in memory streams; -1 = unlimited")
+    max_storage: int = Field(default=10 << 30, ge=-1, alias="maxStorage", description="bytes in file streams; -1 = unlimited")
+    max_streams: int = Field(default=-1, ge=-1, alias="maxStreams", description="-1 = unlimited")
+    max_consumers: int = Field(default=-1, ge=-1, alias="maxConsumers", description="-1 = unlimited")
+    max_connections: int = Field(default=-1, ge=-1, alias="maxConnections", description="-1 = unlimited")
+
+
+#: AccountSpec's fields as the account JWT's limits spell them.
+ACCOUNT_LIMITS = {"max_memory": "mem_storage", "max_storage": "disk_storage", "max_streams": "streams",
+                  "max_consumers": "consumer", "max_connections": "conn"}
+
+
+def account_jwt(operator: Any, owner: str, stack: str, spec: AccountSpec | None = None,
+                revocations: Mapping[str, int] | None = None) -> str:
+    """Project `owner`'s account JWT: JetStream with `spec`'s limits (the defaults when None), the marker."""
+    spec = spec or AccountSpec()
+    limits = {claim: getattr(spec, field) for field, claim in ACCOUNT_LIMITS.items()}
+    return operator.account_jwt(operator.account_key(owner), naming_rules.nats(owner),
+                                description=account_marker(owner, stack), jetstream=limits,
+                                revocations=dict(revocations or {}))
+
+
+def account_params(claims: Mapping[str, Any]) -> dict[str, Any]:
+    """The live account's limits in the form of AccountSpec's dump (a limit left out is 0)."""
+    limits = (claims.get("nats") or {}).get("limits") or {}
+    return {field: limits.get(claim, 0) for field, claim in ACCOUNT_LIMITS.items()}
+
+
+def account_description(claims: Mapping[str, Any]) -> str:
+    return str((claims.get("nats") or {}).get("description") or "")
+
+
+def revocations_of(claims: Mapping[str, Any] | None) -> dict[str, int]:
+    return dict(((claims or {}).get("nats") or {}).get("revocations") or {})
+
+
+def operator_of(instance: SharedInstance) -> Any:
+    return nats_auth.Operator.from_secret(instance.password())
+
+
+def account_key(instance: SharedInstance, owner: str) -> str:
+    """The public key of project `owner`'s account on the instance."""
+    return nats_auth.public(operator_of(instance).account_key(owner))
+
+
+async def account_claims(system: Session, account: str) -> dict[str, Any] | None:
+    """The claims of the account the server holds under public key `account`; None when it has none."""
+    reply = await system.nc.request(f"$SYS.REQ.ACCOUNT.{account}.CLAIMS.LOOKUP", b"", timeout=API_TIMEOUT)
+    return nats_auth.decode(reply.data.decode()) if reply.data else None
+
+
+async def all_accounts(system: Session) -> list[str]:
+    """The public keys of every account the server's resolver holds."""
+    reply = await system.nc.request("$SYS.REQ.CLAIMS.LIST", b"", timeout=API_TIMEOUT)
+    return list(json.loads(reply.data).get("data") or [])
+
+
+async def _claims_request(system: Session, subject: str, token: str, what: str) -> None:
+    """Send an operator-signed JWT to the resolver; DevstackError with the server's words when it refuses."""
+    reply = json.loads((await system.nc.request(subject, token.encode(), timeout=API_TIMEOUT)).data)
+    answer = reply.get("data") or reply.get("error") or {}
+    if answer.get("code") != 200:
+        raise DevstackError("push", what, f"the server refused it: {answer.get('description') or answer.get('message') or answer}",
+                            "the server must run with the full account resolver (`resolver: {type: full, "
+                            "allow_delete: true}`) and trust this stack's operator (docs/engines.md)")
+
+
+async def push_account(system: Session, token: str, owner: str) -> None:
+    await _claims_request(system, "$SYS.REQ.CLAIMS.UPDATE", token, f"the nats account of project {owner!r}")
+
+
+async def ensure_account(system: Session, instance: SharedInstance, owner: str, stack: str) -> None:
+    """Make project `owner`'s account with default limits, unless the server has it."""
+    async with _SESSIONS.account_lock(instance, owner):
+        if await account_claims(system, account_key(instance, owner)) is None:
+            await push_account(system, account_jwt(operator_of(instance), owner, stack), owner)
 
 
 async def _clustered(session: Session) -> bool:
@@ -556,6 +724,7 @@ class Stream(NatsKind):
     """
 
     kind = "stream"
+    after_kinds = ("account",)
     Spec = StreamSpec
     # The server refuses storage changes and retention changes to/from workqueue
     # (limits <-> interest it allows since 2.10, but one rule is simpler to reason about).
@@ -611,7 +780,7 @@ class Stream(NatsKind):
         for naming in (PREFIXED, CURRENT_NAMING):
             with suppress(InvalidSpec):
                 names.add(self.engine_name(ident.name, ident.owner, naming=naming))
-        others = run(instance, lambda s: _other_streams(s.js, names, ident.owner))
+        others = observed(instance, ident.owner, lambda s: _other_streams(s.js, names, ident.owner)) or []
         return super().refusals(instance, ident, spec) + [
             ("subjects", f"{subject!r} overlaps {held!r} of stream {other} on the server, and NATS refuses two "
                          f"streams on one subject",
@@ -624,7 +793,7 @@ class Stream(NatsKind):
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
-        info = run(instance, lambda s: stream_info(s.js, name))
+        info = observed(instance, ident.owner, lambda s: stream_info(s.js, name))
         if info is None:
             return None
         params = stream_params(info.config)
@@ -647,7 +816,7 @@ class Stream(NatsKind):
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"stream {ident}"
         with api_errors("drop", what):
-            run(instance, lambda s: delete_owned_stream(s.js, name, ident, what))
+            in_account(instance, ident.owner, lambda s: delete_owned_stream(s.js, name, ident, what), what)
 
     def _ensure(self, instance: SharedInstance, ident: Identity, spec: StreamSpec, stack: str,
                 verb: str) -> dict[str, Any]:
@@ -678,7 +847,7 @@ class Stream(NatsKind):
             return await session.js.update_stream(wanted)
 
         with api_errors(verb, f"stream {ident}"):
-            info = run(instance, work)
+            info = run(instance, work, ident.owner, stack=stack)
         return {**self._base_attributes(instance), "stream": name, "subjects": ",".join(info.config.subjects or []),
                 "configInSync": stream_in_sync(info.config)}
 
@@ -771,6 +940,7 @@ class Consumer(NatsKind):
     """
 
     kind = "consumer"
+    after_kinds = ("account",)
     Spec = ConsumerSpec
     create_only = frozenset({"stream", "deliver_policy", "ack_policy"})
     attributes = ("host", "port", "stream", "consumer")
@@ -838,7 +1008,7 @@ class Consumer(NatsKind):
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
-        found = run(instance, lambda s: find_consumer(s.js, ident.owner, name))
+        found = observed(instance, ident.owner, lambda s: find_consumer(s.js, ident.owner, name))
         if found is None:
             return None
         stream, info = found
@@ -881,7 +1051,7 @@ class Consumer(NatsKind):
             await session.js.delete_consumer(found[0].config.name or "", name)
 
         with api_errors("drop", f"consumer {ident}"):
-            run(instance, work)
+            in_account(instance, ident.owner, work, f"consumer {ident}")
 
     def _ensure(self, instance: SharedInstance, ident: Identity, spec: ConsumerSpec, stack: str,
                 verb: str, stream: str | None) -> dict[str, Any]:
@@ -905,7 +1075,7 @@ class Consumer(NatsKind):
             await session.js.add_consumer(info.config.name or stream, wanted)
 
         with api_errors(verb, what):
-            run(instance, work)
+            run(instance, work, ident.owner, stack=stack)
         return {**self._base_attributes(instance), "stream": stream, "consumer": name, "configInSync": True}
 
     def _require_changeable(self, existing: tuple[StreamInfo, ConsumerInfo], ident: Identity, spec: ConsumerSpec,
@@ -992,6 +1162,7 @@ class Kv(NatsKind):
     """
 
     kind = "kv"
+    after_kinds = ("account",)
     Spec = KvSpec
     create_only = frozenset({"storage"})
     refusable_in_place = frozenset({"replicas"})
@@ -1006,7 +1177,7 @@ class Kv(NatsKind):
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         bucket = self.engine_name(ident.name, ident.owner, naming=ident.naming)
-        info = run(instance, lambda s: stream_info(s.js, KV_STREAM_PREFIX + bucket))
+        info = observed(instance, ident.owner, lambda s: stream_info(s.js, KV_STREAM_PREFIX + bucket))
         if info is None:
             return None
         return Observed(owner=metadata_owner(info.config.metadata), workspace=metadata_workspace(info.config.metadata),
@@ -1024,7 +1195,7 @@ class Kv(NatsKind):
     def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
         stream, what = KV_STREAM_PREFIX + self.engine_name(ident.name, ident.owner, naming=ident.naming), f"kv {ident}"
         with api_errors("drop", what):
-            run(instance, lambda s: delete_owned_stream(s.js, stream, ident, what))
+            in_account(instance, ident.owner, lambda s: delete_owned_stream(s.js, stream, ident, what), what)
 
     def _ensure(self, instance: SharedInstance, ident: Identity, spec: KvSpec, stack: str,
                 verb: str) -> dict[str, Any]:
@@ -1049,7 +1220,7 @@ class Kv(NatsKind):
                 await session.js.update_stream(wanted)
 
         with api_errors(verb, f"kv {ident}"):
-            run(instance, work)
+            run(instance, work, ident.owner, stack=stack)
         return {**self._base_attributes(instance), "bucket": bucket, "configInSync": True}
 
     @staticmethod
@@ -1061,5 +1232,219 @@ class Kv(NatsKind):
         )
 
 
+class Account(NatsKind):
+    """The project's own NATS account: its streams, consumers, kv buckets and users live in it, and no
+    other project's credential reaches into it (the server keeps accounts apart).
+
+    One per project and instance, named after the project; the program adds it when the project declares
+    anything on a NATS instance, and a declaration of its own sets its limits. Its JWT, signed by the
+    operator key the stack's admin secret gives, carries the ownership marker in its description and the
+    revocations of the project's dropped users; a purge drops everything in it and deletes it.
+    """
+
+    kind = "account"
+    implied = True
+    Spec = AccountSpec
+    attributes = ("host", "port", "account")
+
+    def check_params(self, name: str, owner: str, params: dict[str, Any],
+                     old_params: Mapping[str, Any]) -> list[CheckFailure]:
+        if name != owner:
+            return [CheckFailure("name", f"{name!r} is not the project's name: a project has one account per NATS "
+                                         f"instance, called after it (leave `name` out)")]
+        return []
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        account = account_key(instance, ident.owner)
+        claims = run(instance, lambda system: account_claims(system, account))
+        if claims is None:
+            return None
+        marker = account_description(claims)
+        return Observed(owner=marker_owner(marker), workspace=marker_field(marker, "stack"),
+                        params=account_params(claims), attributes={"account": account})
+
+    def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(spec, AccountSpec)
+        return self._push(instance, ident, spec, props.get("stack", ""))
+
+    def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        return self._push(instance, ident, AccountSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        what, operator = f"account {ident}", operator_of(instance)
+        account = nats_auth.public(operator.account_key(ident.owner))
+
+        async def empty(session: Session) -> None:
+            for info in await all_streams(session.js):
+                await session.js.delete_stream(info.config.name or "")
+
+        async def delete(system: Session) -> None:
+            claims = await account_claims(system, account)
+            if claims is None:
+                raise NotFound("drop", what, "the server has no account of the project")
+            if marker_owner(account_description(claims)) != ident.owner:
+                raise Conflict("drop", what, "its JWT carries no marker of this project",
+                               "nothing was dropped; remove it from the state with `pulumi state delete`")
+            await _claims_request(system, "$SYS.REQ.CLAIMS.DELETE", operator.deletion_jwt([account]), what)
+            await _SESSIONS.forget(instance, ident.owner)
+
+        with api_errors("drop", what):
+            observed(instance, ident.owner, empty)  # its data goes with it; the server keeps files of deleted accounts
+            run(instance, delete)
+
+    def _push(self, instance: SharedInstance, ident: Identity, spec: AccountSpec, stack: str) -> dict[str, Any]:
+        """Sign and push the account JWT with `spec`'s limits, keeping the users it has revoked."""
+        operator = operator_of(instance)
+        account = nats_auth.public(operator.account_key(ident.owner))
+
+        async def work(system: Session) -> None:
+            async with _SESSIONS.account_lock(instance, ident.owner):
+                live = await account_claims(system, account)
+                if live is not None and account_params(live) == spec.model_dump() \
+                        and account_description(live) == account_marker(ident.owner, stack):
+                    return  # already converged: change nothing
+                await push_account(system, account_jwt(operator, ident.owner, stack, spec, revocations_of(live)),
+                                   ident.owner)
+
+        run(instance, work)
+        return {**self._base_attributes(instance), "account": account}
+
+
+class UserSpec(BaseModel):
+    """Params of a NATS `user` of the project's account."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: Change it to give the user a new key in place (the old one is revoked).
+    rotation: Rotation = None
+
+
+def user_permissions(owner: str) -> dict[str, Any]:
+    """What a project's user may do in its account: publish and subscribe on the project's subjects and
+    its kv buckets, use its streams and consumers, but not make, change or delete streams (devstack
+    does, from the declarations)."""
+    own = owner_subjects(owner)
+    return {
+        "pub": {"allow": [own, "$KV.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "_INBOX.>"],
+                "deny": ["$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>"]},
+        "sub": {"allow": [own, "$KV.>", "_INBOX.>"]},
+    }
+
+
+def user_seed(ident: Identity, name: str, new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str:
+    """The user's nkey seed: kept across updates while the policy and rotation stay; else derived from the
+    project's predictable password (predictable) or drawn anew (generated)."""
+    rotation = rotation_of((new.get("params") or {}).get("rotation"))
+    if old and old.get("seed") and old.get("credentials") == new.get("credentials") \
+            and (old.get("params") or {}).get("rotation") == rotation:
+        return str(old["seed"])
+    if new.get("credentials", "predictable") == "predictable":
+        raw = hashlib.sha256(f"nats-user/{name}/{predictable_password(ident.owner, rotation)}".encode()).digest()
+        return nkeys.encode_seed(raw, nkeys.PREFIX_BYTE_USER).decode()
+    return nats_auth.seed(nats_auth.random_key(nkeys.PREFIX_BYTE_USER))
+
+
+class User(NatsKind):
+    """A user of the project's account, for services: its JWT (signed by the account key) and nkey seed.
+
+    The server stores no users: it checks each connection's JWT against the account. So the user exists
+    while its account does and has not revoked its key; `read` connects with the stored credential to
+    tell (`loginInSync`), and a drop or a new rotation revokes the key in the account's JWT.
+    """
+
+    kind = "user"
+    after_kinds = ("account",)
+    Spec = UserSpec
+    logins = True
+    attributes = ("host", "port", "account", "user", "jwt", "seed")
+    secret_outputs = ("jwt", "seed")
+
+    @classmethod
+    def engine_object(cls, host: str, port: int, name: str, owner: str, *,
+                      naming: int = CURRENT_NAMING) -> tuple[str, str, int, str, str]:
+        # Users live in their project's account: two projects' users of one name never meet.
+        return cls.object_named(host, port, f"{naming_rules.nats(owner)}/{cls.engine_name(name, owner, naming=naming)}")
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        return Account().observe(instance, ident)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        result = super().read(id_, props)
+        if result.id and props.get("jwt") and props.get("seed"):
+            result.outs["loginInSync"] = self._logs_in(self._instances[str(props["instance"])],
+                                                       str(props["jwt"]), str(props["seed"]))
+        return result
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return ["loginInSync"] if olds.get("loginInSync") is False else []
+
+    def create_resource(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]) -> dict[str, Any]:
+        return self._issue(instance, ident, props, None)
+
+    def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        return self._issue(instance, ident, new, old)
+
+    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+        if props.get("user"):
+            self._revise(instance, ident, str(props.get("stack", "")), revoke=str(props["user"]))
+
+    def _issue(self, instance: SharedInstance, ident: Identity, new: Mapping[str, Any],
+               old: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Sign the user's JWT; revoke the key it replaces, make sure its own is not revoked."""
+        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
+        key = nkeys.from_seed(user_seed(ident, name, new, old).encode())
+        replaced = str(old["user"]) if old and old.get("user") and old["user"] != nats_auth.public(key) else None
+        self._revise(instance, ident, str(new.get("stack", "")), revoke=replaced, keep=nats_auth.public(key))
+        account = operator_of(instance).account_key(ident.owner)
+        return {**self._base_attributes(instance), "account": nats_auth.public(account),
+                "user": nats_auth.public(key), "seed": nats_auth.seed(key), "loginInSync": True,
+                "jwt": nats_auth.user_jwt(account, key, name, user_permissions(ident.owner))}
+
+    def _revise(self, instance: SharedInstance, ident: Identity, stack: str, *, revoke: str | None = None,
+                keep: str | None = None) -> None:
+        """Revoke user key `revoke` and lift a revocation of `keep` in the account's JWT, making the account
+        if it is missing (a user declared before any account); nothing when that changes nothing."""
+        operator = operator_of(instance)
+        account = nats_auth.public(operator.account_key(ident.owner))
+
+        async def work(system: Session) -> None:
+            async with _SESSIONS.account_lock(instance, ident.owner):
+                live = await account_claims(system, account)
+                if live is None and revoke and not keep:
+                    return  # no account: no key of it works anyway
+                revocations = revocations_of(live)
+                changed = live is None or (keep in revocations) or (revoke and revoke not in revocations)
+                if not changed:
+                    return
+                revocations.pop(keep or "", None)
+                if revoke:
+                    revocations[revoke] = int(time.time())
+                spec = AccountSpec.model_validate(account_params(live)) if live else AccountSpec()
+                marker = account_description(live) if live else account_marker(ident.owner, stack)
+                await push_account(system, operator.account_jwt(
+                    operator.account_key(ident.owner), naming_rules.nats(ident.owner), description=marker,
+                    jetstream={claim: getattr(spec, field) for field, claim in ACCOUNT_LIMITS.items()},
+                    revocations=revocations), ident.owner)
+
+        run(instance, work)
+
+    def _logs_in(self, instance: SharedInstance, token: str, seed: str) -> bool:
+        """Whether the server takes the stored credential now (revoked, or its account gone: it does not)."""
+        key = nkeys.from_seed(seed.encode())
+
+        async def attempt() -> bool:
+            try:
+                client = await nats.connect(servers=[f"nats://{instance.address}"], user_jwt_cb=lambda: token.encode(),
+                                            signature_cb=nats_auth.signer(key), allow_reconnect=False,
+                                            max_reconnect_attempts=1, connect_timeout=CONNECT_TIMEOUT)
+            except nats_errors.Error:
+                return False
+            await client.close()
+            return True
+
+        return run_private(attempt())
+
+
 #: The kinds this engine's provider serves: the single source of kinds for validation.
-KINDS: dict[str, type[KindProvider]] = {"stream": Stream, "consumer": Consumer, "kv": Kv}
+KINDS: dict[str, type[KindProvider]] = {"account": Account, "stream": Stream, "consumer": Consumer, "kv": Kv,
+                                        "user": User}

