@@ -27,8 +27,12 @@ ENDPOINT = f"http://{HOST}:{PORT}"
 
 
 def aws(service: str):
+    """A plain boto3 client as the engine's admin: moto enforces IAM and refuses any key it does not hold."""
+    from tests.engines.test_localstack_provider import admin_key
+
+    key, secret = admin_key()
     return boto3.client(service, endpoint_url=ENDPOINT, region_name="us-east-1",
-                        aws_access_key_id="e2e-out-of-band", aws_secret_access_key="e2e-out-of-band")
+                        aws_access_key_id=key, aws_secret_access_key=secret)
 
 
 def explicit(project: str, name: str) -> str:

@@ -10,6 +10,7 @@ behaviour (FIFO, key schema, billing) follows the contract.
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.error
 import urllib.request
@@ -47,7 +48,18 @@ def moto_running():
     require_server(AWS_ENDPOINT + "/", "moto (instance 'aws')", "localstack")
 
 
-def aws(service: str, endpoint: str = AWS_ENDPOINT, key: str = "out-of-band", secret: str = "out-of-band"):
+@functools.cache
+def admin_key() -> tuple[str, str]:
+    """The admin key pair the engine was started with: moto enforces IAM and refuses any key it does not hold."""
+    from tools.engines.credentials import admin_credentials
+
+    credential = admin_credentials()["localstack"]
+    return credential.user, credential.password
+
+
+def aws(service: str, endpoint: str = AWS_ENDPOINT, key: str | None = None, secret: str | None = None):
+    """A plain boto3 client, as the admin unless given another key pair."""
+    key, secret = (key, secret) if key else admin_key()
     config = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1})
     return boto3.client(service, endpoint_url=endpoint, region_name=REGION, aws_access_key_id=key,
                         aws_secret_access_key=secret, config=config)
@@ -86,7 +98,7 @@ class OutOfBand:
 
 
 class BucketOutOfBand(OutOfBand):
-    def __init__(self, endpoint: str = AWS_ENDPOINT, key: str = "out-of-band", secret: str = "out-of-band"):
+    def __init__(self, endpoint: str = AWS_ENDPOINT, key: str | None = None, secret: str | None = None):
         self.s3 = aws("s3", endpoint, key, secret)
 
     def exists(self, name):

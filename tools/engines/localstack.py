@@ -4,21 +4,25 @@ localstack-core cannot run here (it needs Python 3.13 and downloads Java and
 jars for DynamoDB at first use), so the AWS-API engine is moto's server,
 which serves S3 (with lifecycle), SQS, SNS, Kinesis and DynamoDB to boto3.
 
-moto has NO authentication: it accepts any access key pair and signature.
-The engine's "admin" credential is just the AWS access key pair the
-providers send; nothing here stores or checks it. moto also keeps all state
-in memory: a restart empties it (`pulumi refresh` then sees the drift).
+moto checks credentials and IAM policies from its first request
+(INITIAL_NO_AUTH_ACTION_COUNT=0). It keeps all state, IAM included, in
+memory, so the admin credential of the stack config (access key id = the
+workspace's adminUser, secret = its admin secret) is put into moto's IAM at
+every start by tools/engines/moto_server.py; a restart empties everything
+else (`pulumi refresh` then sees the drift). How far moto's IAM isolates
+projects, per service, is in docs/engines.md.
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
-from tools.engines.base import HOST, Credential, Engine, http_status
+from tools.engines.base import HOST, Credential, Engine, http_status, write_private
 
 
 class LocalStack(Engine):
-    """moto_server, run as `<this python> -m moto.server` so no shim sits in between."""
+    """moto's server behind tools.engines.moto_server, which seeds the admin key and enforces IAM."""
 
     name = "localstack"
     port = 24566
@@ -27,18 +31,55 @@ class LocalStack(Engine):
     def data_dir(self) -> Path:
         return self.dir  # nothing is persisted; the dir holds only the log and pid file
 
+    @property
+    def admin_file(self) -> Path:
+        """Where `prepare` leaves the admin credential for the server, which deletes it once read."""
+        return self.dir / "admin.json"
+
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(self.port)]
+        return [sys.executable, "-m", "tools.engines.moto_server", "-H", HOST, "-p", str(self.port), str(self.admin_file)]
 
     def signature(self) -> list[str]:
-        return ["moto.server", f"-H {HOST} -p {self.port}"]
+        # Also matches a server started as `-m moto.server` (without IAM), so that `stop` still ends it.
+        return ["moto", f"-H {HOST} -p {self.port}"]
+
+    def environment(self) -> dict[str, str]:
+        # 0: no request is let through unauthenticated, not even the first ones.
+        return {"INITIAL_NO_AUTH_ACTION_COUNT": "0", "MOTO_PORT": str(self.port)}
 
     def prepare(self, credential: Credential | None) -> None:
-        pass  # no auth to configure, see the module docstring
+        credential = self.require(credential)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_private(self.admin_file, json.dumps({"user": credential.user, "password": credential.password}))
 
     def healthy(self) -> bool:
         # Any HTTP answer means the server is up; moto has no health endpoint.
         return http_status(f"http://{self.address}/") is not None
+
+    def ensure_credential(self, credential: Credential | None) -> bool:
+        """Nothing to change at run time (the admin key is seeded at start): check it is accepted and that
+        a made-up key is not, or say to restart (a server started without IAM, or with another admin)."""
+        import boto3
+        from botocore.exceptions import ClientError
+
+        credential = self.require(credential)
+
+        def accepted(key: str, secret: str) -> bool:
+            sts = boto3.session.Session().client("sts", endpoint_url=f"http://{self.address}", region_name="us-east-1",
+                                                 aws_access_key_id=key, aws_secret_access_key=secret)
+            try:
+                sts.get_caller_identity()
+            except ClientError:
+                return False
+            return True
+
+        if not accepted(credential.user, credential.password):
+            raise self.error("check", "it refuses the admin credential of the stack config (started with another "
+                                      "one); restart it: python -m tools.engines stop localstack, then start")
+        if accepted("devstack-unknown-key", "devstack-unknown-secret"):
+            raise self.error("check", "it accepts any credential (started without IAM checks); restart it: "
+                                      "python -m tools.engines stop localstack, then start")
+        return False
 
 
 ENGINE = LocalStack()
