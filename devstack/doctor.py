@@ -17,8 +17,8 @@ valid declarations and the toolchain), 1 otherwise.
 "instances": [instance], "declarations": {"ok", "problems"}} where a part is
 {"name", "ok", "found", "expected", "problem", "fix"} and an instance is
 {"name", "engine", "address", "ok", "reachable", "version", "admin",
-"kinds", "declaredKinds", "degradedVerbs", "problem", "fix"}; `admin` is
-null when it could not be checked.
+"kinds", "declaredKinds", "degradedVerbs", "problem", "fix", "notes"}; `admin` is
+null when it could not be checked; `notes` are warnings that leave it usable.
 """
 
 from __future__ import annotations
@@ -156,9 +156,17 @@ class Unfit(Exception):
         self.fix = fix
 
 
-def _probe(instance: SharedInstance) -> str:
+@dataclass(frozen=True)
+class Probed:
+    """A probe's answer when it has more to say than the version: notes that leave the instance usable."""
+
+    version: str
+    notes: tuple[str, ...] = ()
+
+
+def _probe(instance: SharedInstance) -> Probed:
     """PROBES[engine](instance) in a thread of its own, abandoned after PROBE_LIMIT (it cannot be
-    interrupted; a daemon, it never holds the report's exit)."""
+    interrupted; a daemon, it never holds the report's exit). A probe returns the version, or a Probed."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -174,7 +182,8 @@ def _probe(instance: SharedInstance) -> str:
         raise NoAnswer(f"no answer within {PROBE_LIMIT:.0f}s")
     if "error" in outcome:
         raise outcome["error"]
-    return str(outcome["version"])
+    found = outcome["version"]
+    return found if isinstance(found, Probed) else Probed(str(found))
 
 
 @dataclass
@@ -189,6 +198,7 @@ class InstanceHealth:
     declared_kinds: list[str] = field(default_factory=list)
     problem: str = ""
     fix: str = ""
+    notes: list[str] = field(default_factory=list)  # warnings: usable all the same
 
     @property
     def ok(self) -> bool:
@@ -235,8 +245,8 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
                                           "(the value on stdin)")
         return health
     try:
-        health.version = _probe(instance)
-        health.admin = True
+        probed = _probe(instance)
+        health.version, health.notes, health.admin = probed.version, list(probed.notes), True
     except Rejected as err:
         health.admin = False
         health.problem = f"the admin credential was refused: {err}"
@@ -282,7 +292,21 @@ def _first_line(err: BaseException) -> str:
 # --- per-engine probes: admin login plus version --------------------------------
 
 
-def _postgres(instance: SharedInstance) -> str:
+#: The databases a server makes for itself, noted when they let every role in. Not a problem that fails
+#: the report: devstack does not change a server-wide grant of a server it does not run (the local engine
+#: revokes it itself), and a project's role there reaches no other project's data, only the catalogs it
+#: sees from its own database too.
+POSTGRES_SERVER_DATABASES = ("postgres", "template1")
+
+
+def postgres_open_database(database: str) -> str:
+    """The note on a server database PUBLIC may still connect to."""
+    return (f"PUBLIC has CONNECT on the server's database `{database}`: every project's role can log in there "
+            f"(and take devstack's DDL lock on `postgres`); close it as a superuser: "
+            f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC")
+
+
+def _postgres(instance: SharedInstance) -> Probed:
     import psycopg
 
     try:
@@ -298,8 +322,11 @@ def _postgres(instance: SharedInstance) -> str:
 
             raise Unfit(f"{instance.admin_user!r} is not a superuser ({ADMIN_NEEDS})", superuser_fix(instance))
         version = str(conn.execute("SHOW server_version").fetchone()[0])
+        opened = [name for name in POSTGRES_SERVER_DATABASES if conn.execute(
+            "SELECT has_database_privilege('public', datname, 'CONNECT') FROM pg_database WHERE datname = %s",
+            [name]).fetchone() in ((True,),)]
     _postgres_asks_for_passwords(instance)
-    return version
+    return Probed(version, tuple(postgres_open_database(name) for name in opened))
 
 
 def _postgres_asks_for_passwords(instance: SharedInstance) -> None:
@@ -662,6 +689,7 @@ def render(report: Report) -> str:
         lines.append(f"       kinds: {', '.join(health.kinds) or 'none'}"
                      + (f" (declared: {', '.join(health.declared_kinds)})" if health.declared_kinds else ""))
         lines += _problem(health.problem, health.fix)
+        lines += [f"       note: {note}" for note in health.notes]
         if health.degraded_verbs():
             lines.append(f"       degraded: {'; '.join(health.degraded_verbs())}")
     lines.append(f"declarations: {'ok' if not report.problems else f'{len(report.problems)} problem(s)'}")

@@ -369,3 +369,32 @@ def test_a_postgresql_that_trusts_every_login_is_not_fit(admin):
         with connect() as conn:
             conn.execute("SELECT pg_reload_conf()")
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+@pytest.mark.parametrize("database", ["postgres", "template1"])
+def test_a_postgresql_whose_own_databases_let_everyone_connect_is_noted_not_failed(admin, root, validator, database):
+    """PUBLIC's default CONNECT on `postgres` or `template1` (a server devstack does not run, which it leaves
+    alone) lets every project's role log in there: a note, the instance still usable; the local engine
+    revokes it."""
+    import psycopg
+    from psycopg import sql
+
+    from tools.engines.postgres import ENGINE
+
+    config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"])
+    pg = lambda report: next(h for h in report.instances if h.engine == "postgres")  # noqa: E731
+    assert pg(doctor.diagnose(config, root, "local")).notes == []  # as the local engine leaves it
+    with psycopg.connect(host="127.0.0.1", port=ENGINE.port, user=admin["postgres"].user,
+                         password=admin["postgres"].password, dbname="postgres", autocommit=True) as conn:
+        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO PUBLIC").format(sql.Identifier(database)))
+        try:
+            report = doctor.diagnose(config, root, "local")
+        finally:
+            conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM PUBLIC").format(sql.Identifier(database)))
+    health = pg(report)
+    assert (health.ok, health.problem, health.notes) == (True, "", [doctor.postgres_open_database(database)])
+    assert f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC" in health.notes[0]
+    assert all(h.notes == [] for h in report.instances if h.engine != "postgres")
+    assert f"       note: PUBLIC has CONNECT on the server's database `{database}`" in doctor.render(report)
+    validator("doctor.schema.json", report.to_json())
+    assert [i["notes"] for i in report.to_json()["instances"] if i["engine"] == "postgres"] == [health.notes]

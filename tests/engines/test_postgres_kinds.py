@@ -65,11 +65,21 @@ def connect(outs: dict, dbname: str | None = None) -> psycopg.Connection:
                            dbname=dbname or outs["database"], connect_timeout=5, autocommit=True)
 
 
-def as_tenant(outs: dict, statement: str) -> None:
+def as_tenant(outs: dict, statement: str, admin_conn: psycopg.Connection | None = None) -> None:
     """Run `statement` on the database as its own project role (`{}` is the database's name): what a
-    tenant may do to its database without any admin."""
-    with connect(outs, "postgres") as tenant:
-        tenant.execute(sql.SQL(statement).format(sql.Identifier(outs["database"])))
+    tenant may do to its database without any admin. From a session there (`postgres` is closed to it),
+    or, given `admin_conn`, from the admin's session as that role (SET ROLE: the server checks the
+    role's privileges), for what cannot be done from inside the database (closing it to sessions)."""
+    statement = sql.SQL(statement).format(sql.Identifier(outs["database"]))
+    if admin_conn is None:
+        with connect(outs) as tenant:
+            tenant.execute(statement)
+        return
+    admin_conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(outs["user"])))
+    try:
+        admin_conn.execute(statement)
+    finally:
+        admin_conn.execute("RESET ROLE")
 
 
 def role_facts(conn, name: str) -> dict | None:
@@ -303,7 +313,8 @@ def test_password_reset_outside_is_drift_and_set_again(kind, database, user, own
     assert diff.changes and diff.replaces == []
     updated = provider.update("id", refreshed, inputs).outs  # the next up sets the stored one again
     assert updated["password"] == outs["password"]
-    connect({**outs, "database": "postgres"}).close()
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        connect({**outs, "database": "postgres"})  # the server took the password: only CONNECT is missing
     assert provider.read("id", updated).outs["passwordInSync"] is True
 
 
@@ -353,7 +364,7 @@ def test_a_database_its_owner_closed_to_sessions_is_drift_not_an_engine_down(dat
     report the database's login as broken, not fail the whole stack saying the server is down."""
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner, {"extensions": ["pgcrypto"]})).inputs
     outs = database.create(inputs).outs
-    as_tenant(outs, "ALTER DATABASE {} ALLOW_CONNECTIONS false")
+    as_tenant(outs, "ALTER DATABASE {} ALLOW_CONNECTIONS false", admin_conn)
     refreshed = database.read("id", outs).outs
     assert refreshed["login"] is False and refreshed["params"]["extensions"] == ["pgcrypto"]
     database.update("id", refreshed, inputs)
@@ -755,6 +766,34 @@ def test_a_database_an_earlier_release_made_keeps_its_hashed_password(database, 
 # --- isolation and concurrency ------------------------------------------------------
 
 
+@pytest.mark.parametrize("server_db", ["postgres", "template1"])
+def test_tenants_cannot_connect_to_the_servers_databases_and_a_start_closes_them_again(database, owner, admin,
+                                                                                       admin_conn, server_db):
+    """Every database grants PUBLIC CONNECT when made, `postgres` and `template1` too: the engine revokes it
+    on each start (here a start of the running server, which only re-checks it), idempotently; the admin,
+    a superuser, still connects there."""
+    from tools.engines.postgres import ENGINE
+
+    mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    refused = f'permission denied for database "{server_db}"'
+    with pytest.raises(psycopg.OperationalError, match=refused):
+        connect(mine, server_db)
+    grant = sql.SQL("GRANT CONNECT ON DATABASE {} TO PUBLIC").format(sql.Identifier(server_db))
+    admin_conn.execute(grant)  # as on a server an earlier release ran
+    try:
+        connect(mine, server_db).close()
+        assert "already running" in ENGINE.start(admin["postgres"])
+    finally:
+        closed_here = ENGINE.close_maintenance_database()
+    assert closed_here == []  # the start had closed it; a second run changes nothing
+    with pytest.raises(psycopg.OperationalError, match=refused):
+        connect(mine, server_db)
+    connect(mine).close()
+    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password,
+                         dbname=server_db) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (admin["postgres"].user,)
+
+
 def test_users_of_one_project_cannot_reach_another_projects_database(user, database, owner):
     other = f"{owner}b"
     database.create(props("postgres", "pg", "database", owner, owner))
@@ -858,7 +897,7 @@ def test_a_database_closed_to_sessions_fails_another_projects_purge_whole(databa
     mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
     theirs = database.create(props("postgres", "pg", "database", other, other)).outs
     _bait_for(mine, other)
-    as_tenant(mine, "ALTER DATABASE {} ALLOW_CONNECTIONS false")
+    as_tenant(mine, "ALTER DATABASE {} ALLOW_CONNECTIONS false", admin_conn)
     with pytest.raises(Conflict) as refused:
         database.delete("id", {**theirs, "purge": True})
     assert "refuses every session" in str(refused.value) and _whole(admin_conn, theirs)
@@ -875,7 +914,7 @@ def test_a_database_marker_its_owner_rewrote_is_drift_and_decides_no_owner(datab
     inputs = props("postgres", "pg", "database", owner, owner, purge=True, stack="ours@c0ffee")
     outs = database.create(inputs).outs
     for forged in (json.dumps({"managed-by": "devstack", "owner": f"{owner}b", "stack": "ours@c0ffee"}), "my app db"):
-        with connect(outs, "postgres") as tenant:
+        with connect(outs) as tenant:
             tenant.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(owner), sql.Literal(forged)))
         refreshed = database.read("id", outs).outs  # not gone: still the project's by its role
         assert refreshed["marked"] is False and database.diff("id", refreshed, inputs).changes
@@ -1077,8 +1116,14 @@ def test_a_wrong_admin_secret_says_to_check_it_not_to_start_the_engine(admin, lo
 @pytest.mark.timeout(120)
 def test_a_tenant_holding_the_ddl_lock_is_named_not_waited_on(database, owner, admin_conn):
     """Any role that may connect to the `postgres` database can take an advisory lock, devstack's DDL
-    lock too: every change on the server would wait for it. It is a Conflict naming the session."""
+    lock too: every change on the server would wait for it. It is a Conflict naming the session.
+
+    The local engine closes `postgres` to tenants; a server devstack does not run may leave PUBLIC's
+    CONNECT there, as granting it to this one role does."""
     mine = database.create(props("postgres", "pg", "database", owner, owner)).outs
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        connect(mine, "postgres")
+    admin_conn.execute(sql.SQL("GRANT CONNECT ON DATABASE postgres TO {}").format(sql.Identifier(mine["user"])))
     with connect(mine, "postgres") as tenant:
         tenant.execute("SELECT pg_advisory_lock(%s)", (DDL_LOCK_KEY,))
         release = threading.Timer(40, lambda: tenant.execute("SELECT pg_advisory_unlock_all()"))
@@ -1100,7 +1145,7 @@ def test_a_server_out_of_connection_slots_is_named_as_such(database, owner, admi
     try:
         for login in ((mine["user"], mine["password"]),) * 200 + ((admin["postgres"].user, admin["postgres"].password),) * 10:
             try:
-                held.append(psycopg.connect(**PG, user=login[0], password=login[1], dbname="postgres", connect_timeout=5))
+                held.append(psycopg.connect(**PG, user=login[0], password=login[1], dbname=owner, connect_timeout=5))
             except psycopg.OperationalError:
                 continue  # this login's slots are all taken: the admin's reserved ones come next
         with pytest.raises(EngineUnavailable, match="out of connection slots") as refused:

@@ -52,6 +52,8 @@ def test_an_admin_that_is_not_a_superuser_is_refused_before_anything_is_made(own
     manager, password = f"{owner}_mgr", "mgr-secret-1"
     admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB CREATEROLE PASSWORD {}").format(
         sql.Identifier(manager), sql.Literal(password)))
+    # Managed PostgreSQL lets its admin into `postgres`; the local engine closes it to all but superusers.
+    admin_conn.execute(sql.SQL("GRANT CONNECT ON DATABASE postgres TO {}").format(sql.Identifier(manager)))
     try:
         shared = {"pg": {"engine": "postgres", **PG, "adminUser": manager, "adminSecret": "pgAdmin"}}
         provider = configured(Database(), {"shared": shared}, {"postgres": password})
@@ -64,6 +66,7 @@ def test_an_admin_that_is_not_a_superuser_is_refused_before_anything_is_made(own
         assert (health.ok, health.admin) == (False, False) and "is not a superuser" in health.problem
         assert "SUPERUSER" in health.fix
     finally:
+        admin_conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE postgres FROM {}").format(sql.Identifier(manager)))
         for role in (owner, manager):  # the project's, had it been made (as it was before the fix)
             admin_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 

@@ -9,6 +9,11 @@ the `postgres` OS user, with the data and socket dirs owned by it. Auth:
 The admin role (the credential's user) is a superuser whose password is set
 with ALTER ROLE over that socket, as a SCRAM verifier computed client-side by
 libpq, so no plaintext password reaches a file, argv, the server or its log.
+
+Tenants: every start revokes PUBLIC's default CONNECT on the maintenance
+database `postgres` and on `template1` (`close_maintenance_database`), so a
+project's role gets into its own database and no other; superusers (the
+admin) are not affected.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ from tools.engines.base import HOST, Credential, Engine, base_environment, write
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 SUPERUSER = "postgres"  # bootstrap superuser: socket-only, no password
+#: The databases initdb makes that admit sessions: closed to PUBLIC on every start.
+SERVER_DATABASES = ("postgres", "template1")
 
 
 class Postgres(Engine):
@@ -76,12 +83,14 @@ class Postgres(Engine):
         return True
 
     def ensure_credential(self, credential: Credential | None) -> bool:
-        """Make the admin role exist as a superuser with this password.
+        """Make the admin role exist as a superuser with this password, and close `postgres` to tenants.
 
         A no-op when the admin can already log in over TCP with it; otherwise
         the role is created or its password replaced (a new credential is
-        thereby re-applied to existing data)."""
+        thereby re-applied to existing data). Runs on every start, cold or
+        not, so the revoke also reaches a server started by an earlier release."""
         credential = self.require(credential)
+        self.close_maintenance_database()
         if self._admin_can_login(credential):
             return False
         with self._superuser() as conn:
@@ -93,6 +102,21 @@ class Postgres(Engine):
         if not self._admin_can_login(credential):
             raise self.error("apply the admin credential to", f"role {credential.user} still cannot log in over TCP")
         return True
+
+    def close_maintenance_database(self) -> list[str]:
+        """REVOKE CONNECT FROM PUBLIC on the server's own databases; those it was still granted on (idempotent).
+
+        Every database grants PUBLIC CONNECT when it is made: on `postgres` (and `template1`) that let any
+        project's role in, to take the advisory key of devstack's DDL lock, or use TEMPORARY there. devstack
+        revokes it on each project database; the server's own are the engine's to close. Superusers (the
+        admin) connect regardless; `template0` admits no sessions at all."""
+        closed = []
+        with self._superuser() as conn:
+            for database in SERVER_DATABASES:
+                if conn.execute("SELECT has_database_privilege('public', %s, 'CONNECT')", [database]).fetchone()[0]:
+                    conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM PUBLIC").format(sql.Identifier(database)))
+                    closed.append(database)
+        return closed
 
     def _admin_can_login(self, credential: Credential) -> bool:
         try:
