@@ -6,20 +6,27 @@ serves them as well. Buckets are the shared S3 implementation of
 `providers.s3`. Every other kind carries the ownership marker as the
 service's own tags and its name mapped to the service's charset and length
 rules (providers.naming; a FIFO queue or topic keeps its `.fifo` suffix last).
+An `access_key` is an IAM user whose policy names exactly the project's
+resources on the instance; how far the emulator enforces it is measured per
+service in docs/engines.md (UNISOLATED below).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import urllib.error
+import urllib.request
 from functools import wraps
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
 
+from pulumi.dynamic import CheckFailure, CheckResult, ReadResult
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers import naming as naming_rules
 from providers import s3
-from providers.base import KindProvider, Observed
+from providers.base import REACH, KindProvider, Observed
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
@@ -241,6 +248,7 @@ class Queue(_AwsKind):
     """An SQS queue, standard or FIFO, tagged with the ownership marker."""
 
     kind = "queue"
+    name_attribute = "queue"
     Spec = QueueSpec
     create_only = frozenset({"fifo"})
     attributes = ("host", "port", "region", "queue", "queueUrl", "queueArn")
@@ -324,6 +332,7 @@ class Topic(_AwsKind):
     """An SNS topic, standard or FIFO, tagged with the ownership marker."""
 
     kind = "topic"
+    name_attribute = "topic"
     Spec = TopicSpec
     create_only = frozenset({"fifo"})
     attributes = ("host", "port", "region", "topic", "topicArn")
@@ -406,6 +415,7 @@ class Stream(_AwsKind):
     """A provisioned Kinesis data stream tagged with the ownership marker."""
 
     kind = "stream"
+    name_attribute = "stream"
     Spec = StreamSpec
     attributes = ("host", "port", "region", "stream", "streamArn")
 
@@ -556,6 +566,7 @@ class Table(_AwsKind):
     """A DynamoDB table tagged with the ownership marker."""
 
     kind = "table"
+    name_attribute = "table"
     Spec = TableSpec
     create_only = frozenset({"hash_key", "range_key"})
     attributes = ("host", "port", "region", "table", "tableArn")
@@ -652,6 +663,364 @@ class Table(_AwsKind):
                    f"DynamoDB table {name!r}", instance)
 
 
+# --- IAM access key -------------------------------------------------------------
+
+#: The kinds whose resources a project's access key reaches, each by its exact ARN.
+REACHED_KINDS = ("bucket", "queue", "topic", "stream", "table")
+#: What a project's key may do on its own resources: use their data (read, write, list, delete), never create,
+#: drop, retag or reconfigure them. IAM's action names, and beside them the API operation's where it differs:
+#: moto checks `s3:<operation>` (`s3:ListObjectsV2` where IAM says `s3:ListBucket`).
+DATA_ACTIONS: dict[str, tuple[str, ...]] = {
+    "bucket": ("s3:GetObject", "s3:HeadObject", "s3:PutObject", "s3:CopyObject", "s3:DeleteObject", "s3:DeleteObjects",
+               "s3:GetObjectVersion", "s3:DeleteObjectVersion", "s3:GetObjectTagging", "s3:PutObjectTagging",
+               "s3:DeleteObjectTagging", "s3:GetObjectAttributes", "s3:ListBucket", "s3:ListObjects",
+               "s3:ListObjectsV2", "s3:ListBucketVersions", "s3:ListObjectVersions", "s3:HeadBucket",
+               "s3:GetBucketLocation", "s3:CreateMultipartUpload", "s3:UploadPart", "s3:UploadPartCopy",
+               "s3:CompleteMultipartUpload", "s3:AbortMultipartUpload", "s3:ListBucketMultipartUploads",
+               "s3:ListMultipartUploads", "s3:ListMultipartUploadParts", "s3:ListParts"),
+    "queue": ("sqs:SendMessage", "sqs:SendMessageBatch", "sqs:ReceiveMessage", "sqs:DeleteMessage",
+              "sqs:DeleteMessageBatch", "sqs:ChangeMessageVisibility", "sqs:ChangeMessageVisibilityBatch",
+              "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:PurgeQueue"),
+    "topic": ("sns:Publish", "sns:PublishBatch", "sns:GetTopicAttributes", "sns:Subscribe", "sns:ConfirmSubscription",
+              "sns:Unsubscribe", "sns:ListSubscriptionsByTopic"),
+    "stream": ("kinesis:PutRecord", "kinesis:PutRecords", "kinesis:GetRecords", "kinesis:GetShardIterator",
+               "kinesis:DescribeStream", "kinesis:DescribeStreamSummary", "kinesis:ListShards"),
+    "table": ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+              "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:Query", "dynamodb:Scan",
+              "dynamodb:ConditionCheckItem", "dynamodb:TransactGetItems", "dynamodb:TransactWriteItems",
+              "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive"),
+}
+#: Per emulator, the actions it authorizes against no resource at all, so that a grant naming resources never
+#: matches them (measured on moto 5.2.6: every SNS, Kinesis and DynamoDB call, and SQS's GetQueueUrl). The key
+#: gets those on "*", or it could not use its own resources either.
+UNSCOPED_ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    "moto": {"queue": ("sqs:GetQueueUrl",), "topic": DATA_ACTIONS["topic"], "stream": DATA_ACTIONS["stream"],
+             "table": DATA_ACTIONS["table"]},
+    "localstack": {},
+}
+#: Per emulator, the services where a project's key reaches other projects' resources too (measured: see
+#: docs/engines.md); devstack doctor names them.
+UNISOLATED: dict[str, tuple[str, ...]] = {"moto": ("SNS", "Kinesis", "DynamoDB"), "localstack": ()}
+POLICY_NAME = "devstack"
+PREDICTABLE_REFUSED = ("the emulator draws an IAM access key's id and secret itself, so the key cannot have the "
+                       "predictable secret; set `credentials: generated` on this access_key")
+_SERVICE_KINDS = {"s3": "bucket", "sqs": "queue", "sns": "topic", "kinesis": "stream", "dynamodb": "table"}
+_IAM_USER_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
+_emulators: dict[str, str] = {}
+
+
+def emulator(instance: SharedInstance) -> str:
+    """"moto" when the server serves moto's dashboard page (GET /moto-api/), else "localstack"; asked once."""
+    endpoint = s3.endpoint_of(instance)
+    if endpoint not in _emulators:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
+        try:
+            with opener.open(f"{endpoint}/moto-api/", timeout=3) as answer:
+                _emulators[endpoint] = "moto" if answer.status == 200 else "localstack"
+        except urllib.error.HTTPError:
+            _emulators[endpoint] = "localstack"
+        except OSError as err:
+            raise EngineUnavailable("connect to", f"{ENGINE} instance {instance.name!r} at {instance.address}",
+                                    str(err), instance.start_hint()) from err
+    return _emulators[endpoint]
+
+
+def iam_user_name(name: str, owner: str, *, naming: int) -> str:
+    """The IAM user (one per access_key): the name sanitized, or owner-prefixed (PREFIXED)."""
+    if naming != PREFIXED:
+        return naming_rules.kinesis_dynamodb(name, length=(1, 64))
+    mapped = s3.prefixed(name, owner)
+    rule = s3.name_rule(mapped, service="IAM user", length=(1, 64), charset=_IAM_USER_CHARS,
+                        allowed="letters, digits, '_', '-' and '.'")
+    if rule:
+        raise InvalidSpec("map", f"IAM user name {mapped!r}", rule)
+    return mapped
+
+
+def resource_arns(kind: str, name: str, region: str, account: str) -> list[str]:
+    """The ARNs a grant on the `kind` called `name` names: the resource, and what lives in it."""
+    if kind == "bucket":
+        return [f"arn:aws:s3:::{name}", f"arn:aws:s3:::{name}/*"]
+    if kind == "queue":
+        return [f"arn:aws:sqs:{region}:{account}:{name}"]
+    if kind == "topic":
+        return [f"arn:aws:sns:{region}:{account}:{name}"]
+    if kind == "stream":
+        return [f"arn:aws:kinesis:{region}:{account}:stream/{name}"]
+    return [f"arn:aws:dynamodb:{region}:{account}:table/{name}", f"arn:aws:dynamodb:{region}:{account}:table/{name}/index/*"]
+
+
+def reach_entry(arn: str) -> str | None:
+    """`<kind>:<name>` of a resource ARN as `resource_arns` writes it, None for any other text."""
+    parts = str(arn).split(":", 5)
+    if len(parts) < 6 or parts[0] != "arn" or parts[2] not in _SERVICE_KINDS:
+        return None
+    service, rest = parts[2], parts[5]
+    name = {"s3": rest.split("/")[0], "kinesis": rest.removeprefix("stream/"),
+            "dynamodb": rest.removeprefix("table/").split("/")[0]}.get(service, rest)
+    return f"{_SERVICE_KINDS[service]}:{name}" if name and "*" not in name else None
+
+
+def key_policy(reach: Iterable[str], region: str, account: str, server: str) -> dict[str, Any] | None:
+    """The inline policy of a key reaching `reach` (`<kind>:<name>` entries) on emulator `server`; None
+    when it reaches nothing (the key then may do nothing)."""
+    arns: dict[str, list[str]] = {}
+    for entry in sorted(set(reach)):
+        kind, _, name = entry.partition(":")
+        if kind in DATA_ACTIONS and name:
+            arns.setdefault(kind, []).extend(resource_arns(kind, name, region, account))
+    statements: list[dict[str, Any]] = [
+        {"Sid": f"Data{kind.title()}", "Effect": "Allow", "Action": list(DATA_ACTIONS[kind]), "Resource": names}
+        for kind, names in sorted(arns.items())]
+    unscoped = sorted({action for kind in arns for action in UNSCOPED_ACTIONS.get(server, {}).get(kind, ())})
+    if unscoped:
+        statements.append({"Sid": "UncheckedResources", "Effect": "Allow", "Action": unscoped, "Resource": "*"})
+    return {"Version": "2012-10-17", "Statement": statements} if statements else None
+
+
+def policy_reach(document: Mapping[str, Any] | None) -> list[str]:
+    """The `<kind>:<name>` entries a key's live policy names."""
+    found = set()
+    for statement in (document or {}).get("Statement", []):
+        resources = statement.get("Resource") or []
+        for arn in [resources] if isinstance(resources, str) else resources:
+            entry = reach_entry(arn)
+            if entry:
+                found.add(entry)
+    return sorted(found)
+
+
+def _canonical(document: Mapping[str, Any] | None) -> str:
+    return json.dumps(document, sort_keys=True) if document else ""
+
+
+def _ignoring(codes: tuple[str, ...], call: Callable[[], Any]) -> Any:
+    """`call()`, or None when it fails with one of `codes` (already gone)."""
+    try:
+        return call()
+    except s3.boto_errors.ClientError as err:
+        if missing(err, *codes):
+            return None
+        raise
+
+
+def resource_owner(instance: SharedInstance, kind: str, name: str) -> tuple[bool, str | None]:
+    """(whether it exists, the owner its marker names) of the `kind` called `name`."""
+    client = s3.aws_client(instance, {"bucket": "s3", "queue": "sqs", "topic": "sns", "stream": "kinesis",
+                                      "table": "dynamodb"}[kind])
+
+    def tags() -> dict[str, str]:
+        if kind == "bucket":
+            return s3.bucket_tags(client, name)
+        if kind == "queue":
+            url = _queue_url(client, name)
+            return client.list_queue_tags(QueueUrl=url).get("Tags", {}) if url else None
+        if kind == "topic":
+            arn = resource_arns(kind, name, s3.region_of(instance), account_id(instance))[0]
+            return s3.tag_dict(client.list_tags_for_resource(ResourceArn=arn).get("Tags", []))
+        if kind == "stream":
+            return s3.tag_dict(client.list_tags_for_stream(StreamName=name).get("Tags", []))
+        return table_tags(client, client.describe_table(TableName=name)["Table"]["TableArn"])
+
+    found = _ignoring((*GONE, "NoSuchBucket"), tags)
+    return found is not None, s3.tags_owner(found) if found is not None else None
+
+
+class AccessKeySpec(_Spec):
+    """Params of an `access_key`. Bumping `rotation` issues a new key pair in place."""
+
+    rotation: int = Field(default=0, ge=0)
+
+
+class AccessKey(s3.GuardedKind):
+    """An IAM user whose one inline policy reaches exactly the project's resources on the instance.
+
+    The program fills `reach` with them (`<kind>:<name>`, every bucket, queue, topic, stream and table the
+    project declares there); the policy lets the key use their data, not manage them. The emulator draws
+    the key pair, so only `credentials: generated` is possible; the secret is a secret output, kept across
+    updates until `rotation` or the credential policy changes. The marker is the user's tags. `read` reports
+    out-of-band changes in `outOfBand` (policy edited or gone, other policies or groups, other keys, the
+    stored key deleted, deactivated or its secret no longer working), which the next diff turns into an update.
+    """
+
+    engine = ENGINE
+    kind = "access_key"
+    logins = True
+    Spec = AccessKeySpec
+    # The project's resources first: the policy names them, and they must be tagged as its own by then.
+    after_kinds = REACHED_KINDS
+    reach_kind = REACHED_KINDS
+    attributes = ("host", "port", "region", "user", "accessKey", "secretKey")
+    secret_outputs = ("secretKey",)
+
+    @classmethod
+    def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
+        return iam_user_name(name, owner, naming=naming)
+
+    @classmethod
+    def exact_reach(cls, props: Mapping[str, Any]) -> list[str]:
+        return sorted({str(entry) for entry in props.get(REACH) or []})
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        result = super().check(olds, news)
+        if news.get("credentials", "predictable") == "predictable":
+            result.failures.append(CheckFailure("credentials", PREDICTABLE_REFUSED))
+        return result
+
+    def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
+        user, iam = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "iam")
+        found = _ignoring(("NoSuchEntity",), lambda: iam.list_user_tags(UserName=user))
+        if found is None:
+            return None
+        tags = s3.tag_dict(found.get("Tags", []))
+        observed = Observed(owner=s3.tags_owner(tags), workspace=s3.tags_workspace(tags),
+                            attributes={**location(instance), "user": user})
+        if observed.owner == ident.owner:
+            observed.attributes["outOfBand"] = self._out_of_band(instance, iam, ident, user)
+        return observed
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        result = super().read(id_, props)
+        if result.id and props.get("accessKey") and props.get("secretKey"):
+            instance = self._instance(Identity.from_props(props), "read")
+            with self.engine_errors(props):
+                if not self._key_works(instance, result.outs["user"], props["accessKey"], props["secretKey"]):
+                    result.outs["outOfBand"] = [*result.outs.get("outOfBand", []), "secretKey"]
+        return result
+
+    def drift(self, olds: dict[str, Any]) -> list[str]:
+        return list(olds.get("outOfBand") or [])
+
+    def create_resource(
+        self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
+    ) -> dict[str, Any]:
+        user, iam = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "iam")
+        reach = self._reach(instance, ident, props)
+        if self.observe(instance, ident) is None:
+            try:
+                iam.create_user(UserName=user, Tags=s3.tag_list(s3.marker_tags(ident, props.get("stack"))))
+            except s3.boto_errors.ClientError as err:
+                if not missing(err, "EntityAlreadyExists"):
+                    raise
+                self._owned(instance, ident, "create")  # made meanwhile: ours to converge, or a Conflict
+        return self._converge(instance, iam, ident, user, reach, props.get("stack"), keep=None)
+
+    def update_resource(
+        self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        user, iam = self.engine_name(ident.name, ident.owner, naming=ident.naming), s3.aws_client(instance, "iam")
+        spec = AccessKeySpec.model_validate(new.get("params") or {})
+        # The key pair survives any update but a new rotation or credential policy, or a broken stored one.
+        same = (old.get("credentials"), (old.get("params") or {}).get("rotation")) == (new.get("credentials"), spec.rotation)
+        usable = same and old.get("accessKey") and "secretKey" not in (old.get("outOfBand") or [])
+        keep = (str(old["accessKey"]), str(old.get("secretKey"))) if usable else None
+        return self._converge(instance, iam, ident, user, self._reach(instance, ident, new), new.get("stack"), keep=keep)
+
+    def remove(self, instance: SharedInstance, ident: Identity, observed: Observed) -> None:
+        user, iam = observed.attributes["user"], s3.aws_client(instance, "iam")
+        # IAM deletes a user only once nothing hangs on it any more.
+        for key in iam.list_access_keys(UserName=user).get("AccessKeyMetadata", []):
+            _ignoring(("NoSuchEntity",), lambda key=key: iam.delete_access_key(UserName=user, AccessKeyId=key["AccessKeyId"]))
+        self._revoke_other_grants(iam, user, keep_inline=None)
+        iam.delete_user(UserName=user)
+
+    # --- steps -----------------------------------------------------------
+
+    def _reach(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> list[str]:
+        """The entries `props` ask the key to reach; Conflict when one exists and is not the project's."""
+        reach = self.exact_reach(props)
+        foreign = self._foreign(instance, ident, reach)
+        if foreign:
+            entry, holder = foreign[0]
+            who = f"project {holder!r}" if holder else "something devstack does not manage"
+            raise Conflict("grant", f"access_key {ident}", f"{entry.replace(':', ' ', 1)!r} belongs to {who}",
+                           "a key reaches only its project's resources; nothing was changed")
+        return reach
+
+    @staticmethod
+    def _foreign(instance: SharedInstance, ident: Identity, reach: Iterable[str]) -> list[tuple[str, str | None]]:
+        """(entry, the owner its marker names) of those of `reach` that exist without this project's marker."""
+        foreign = []
+        for entry in reach:
+            kind, _, name = entry.partition(":")
+            exists, owner = resource_owner(instance, kind, name) if kind in DATA_ACTIONS else (True, None)
+            if exists and owner != ident.owner:
+                foreign.append((entry, owner))
+        return foreign
+
+    def _expected(self, instance: SharedInstance, reach: Iterable[str]) -> dict[str, Any] | None:
+        return key_policy(reach, s3.region_of(instance), account_id(instance), emulator(instance))
+
+    def _out_of_band(self, instance: SharedInstance, iam: BaseClient, ident: Identity, user: str) -> list[str]:
+        """What differs from a key devstack made: its policy (rebuilt from the resources it names, which must
+        be the project's), other grants, other or inactive keys."""
+        document = _ignoring(("NoSuchEntity",), lambda: iam.get_user_policy(UserName=user, PolicyName=POLICY_NAME))
+        live = document["PolicyDocument"] if document else None
+        live = json.loads(live) if isinstance(live, str) else live
+        reached = policy_reach(live)
+        drifted = []
+        if _canonical(live) != _canonical(self._expected(instance, reached)) or self._foreign(instance, ident, reached):
+            drifted.append("policy")
+        inline = [name for name in iam.list_user_policies(UserName=user).get("PolicyNames", []) if name != POLICY_NAME]
+        if inline or iam.list_attached_user_policies(UserName=user).get("AttachedPolicies") \
+                or iam.list_groups_for_user(UserName=user).get("Groups"):
+            drifted.append("grants")
+        keys = iam.list_access_keys(UserName=user).get("AccessKeyMetadata", [])
+        if len(keys) != 1 or keys[0].get("Status") != "Active":
+            drifted.append("accessKeys")
+        return drifted
+
+    @staticmethod
+    def _key_works(instance: SharedInstance, user: str, key: str, secret: str) -> bool:
+        """Whether the stored key is the user's, active, and its secret still signs (GetCallerIdentity needs no grant)."""
+        iam = s3.aws_client(instance, "iam")
+        keys = _ignoring(("NoSuchEntity",), lambda: iam.list_access_keys(UserName=user)) or {}
+        if not any(k["AccessKeyId"] == key and k.get("Status") == "Active" for k in keys.get("AccessKeyMetadata", [])):
+            return False
+        try:
+            s3.client_as(instance, "sts", key, secret).get_caller_identity()
+        except s3.boto_errors.ClientError as err:
+            if s3.error_code(err) in ("SignatureDoesNotMatch", "InvalidClientTokenId", "403"):
+                return False
+            raise
+        return True
+
+    def _converge(self, instance: SharedInstance, iam: BaseClient, ident: Identity, user: str, reach: list[str],
+                  stack: str | None, keep: tuple[str, str] | None) -> dict[str, Any]:
+        """Marker, the one policy, no other grant, and one active key: `keep` (id, secret) when the user still
+        has it, else a new one. Each step idempotent."""
+        iam.tag_user(UserName=user, Tags=s3.tag_list(s3.marker_tags(ident, stack)))
+        policy = self._expected(instance, reach)
+        if policy:
+            iam.put_user_policy(UserName=user, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(policy))
+        else:
+            _ignoring(("NoSuchEntity",), lambda: iam.delete_user_policy(UserName=user, PolicyName=POLICY_NAME))
+        self._revoke_other_grants(iam, user, keep_inline=POLICY_NAME)
+        live = [k["AccessKeyId"] for k in iam.list_access_keys(UserName=user).get("AccessKeyMetadata", [])]
+        kept = keep if keep and keep[0] in live else None
+        # Others first: IAM holds at most two keys per user.
+        for key in live:
+            if kept is None or key != kept[0]:
+                iam.delete_access_key(UserName=user, AccessKeyId=key)
+        if kept:
+            iam.update_access_key(UserName=user, AccessKeyId=kept[0], Status="Active")
+        else:
+            made = iam.create_access_key(UserName=user)["AccessKey"]
+            kept = (made["AccessKeyId"], made["SecretAccessKey"])
+        return {**location(instance), "user": user, "accessKey": kept[0], "secretKey": kept[1], "outOfBand": []}
+
+    @staticmethod
+    def _revoke_other_grants(iam: BaseClient, user: str, keep_inline: str | None) -> None:
+        """Every inline policy but `keep_inline`, every attached policy and every group of `user`."""
+        for name in iam.list_user_policies(UserName=user).get("PolicyNames", []):
+            if name != keep_inline:
+                iam.delete_user_policy(UserName=user, PolicyName=name)
+        for attached in iam.list_attached_user_policies(UserName=user).get("AttachedPolicies", []):
+            iam.detach_user_policy(UserName=user, PolicyArn=attached["PolicyArn"])
+        for group in iam.list_groups_for_user(UserName=user).get("Groups", []):
+            iam.remove_user_from_group(GroupName=group["GroupName"], UserName=user)
+
+
 #: The kinds this engine's provider serves: the single source of kinds for validation.
 KINDS: dict[str, type[KindProvider]] = {
     "bucket": LocalstackBucket,
@@ -659,4 +1028,5 @@ KINDS: dict[str, type[KindProvider]] = {
     "topic": Topic,
     "stream": Stream,
     "table": Table,
+    "access_key": AccessKey,
 }
