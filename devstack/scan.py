@@ -309,7 +309,8 @@ def _pages(call: Callable[..., dict[str, Any]], items: str, token_in: str, token
 
 
 def scan_localstack(instance: SharedInstance, kinds: set[str]) -> list[Found]:
-    """Buckets, SQS queues, SNS topics, Kinesis streams and DynamoDB tables with their marker tags."""
+    """Buckets, SQS queues, SNS topics, Kinesis streams, DynamoDB tables and IAM users (access keys) with
+    their marker tags."""
     from providers import s3
 
     found: list[Found] = []
@@ -319,12 +320,25 @@ def scan_localstack(instance: SharedInstance, kinds: set[str]) -> list[Found]:
         for kind, scanner in (("queue", _queues), ("topic", _topics), ("stream", _streams), ("table", _tables)):
             if kind in kinds:
                 found += [_tags_found("localstack", instance, kind, name, tags) for name, tags in scanner(instance)]
+        if "access_key" in kinds:
+            found += [_tags_found("localstack", instance, "access_key", name, tags) for name, tags in _iam_users(instance)]
     return found
+
+
+def _iam_users(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
+    """IAM users and their tags; not the instance's admin, which is no project's resource."""
+    from providers import s3
+
+    iam = s3.aws_client(instance, "iam")
+    for user in _pages(iam.list_users, "Users", "Marker", "Marker"):
+        if user["UserName"] != instance.admin_user:
+            yield from _unless_vanished(user["UserName"], lambda name=user["UserName"]: s3.tag_dict(
+                iam.list_user_tags(UserName=name).get("Tags", [])))
 
 
 #: Error codes meaning "it was deleted after the list call returned it": skip it, it is gone.
 _VANISHED = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NotFound", "NotFoundException",
-             "ResourceNotFoundException", "NoSuchBucket")
+             "ResourceNotFoundException", "NoSuchBucket", "NoSuchEntity")
 
 
 def _unless_vanished(name: str, read: Callable[[], dict[str, str]]) -> Iterator[tuple[str, dict[str, str]]]:
