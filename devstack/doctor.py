@@ -429,7 +429,26 @@ def _localstack(instance: SharedInstance) -> str:
         if s3.http_status(err) in (401, 403):
             raise Rejected(_first_line(err)) from err
         raise
-    return _aws_version(instance)
+    return Probed(_aws_version(instance), _aws_isolation(instance))
+
+
+def _aws_isolation(instance: SharedInstance) -> tuple[str, ...]:
+    """How far the emulator keeps projects apart: a made-up key is tried (refused only where it checks
+    credentials); where it does, the services it checks by action alone, as measured (docs/engines.md)."""
+    from botocore.exceptions import ClientError
+
+    from providers import localstack, s3
+
+    try:
+        s3.client_as(instance, "sts", "devstack-doctor-unknown", "devstack-doctor-unknown").get_caller_identity()
+    except ClientError:
+        unisolated = localstack.UNISOLATED.get(localstack.emulator(instance), ())
+        return (f"per-project isolation is not enforced by the emulator for {', '.join(unisolated)}: it checks "
+                f"their actions, not which resource, so a project's access_key reaches other projects' resources "
+                f"there (S3 and SQS are enforced; docs/engines.md)",) if unisolated else ()
+    return ("it accepts any access key: no access_key keeps projects apart here (the local engine checks keys "
+            "once restarted: python -m tools.engines stop localstack, then start; LocalStack enforces IAM "
+            "only with ENFORCE_IAM=1, a Pro feature)",)
 
 
 def _aws_version(instance: SharedInstance) -> str:

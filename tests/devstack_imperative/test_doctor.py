@@ -144,11 +144,21 @@ def test_refused_admin_credential(admin, root, engine):
     assert other.fix == f"set devstack:{key} to the admin password of 127.0.0.1:{other.address.split(':')[1]}"
 
 
-def test_moto_accepts_any_credential(admin, root):
-    """The local localstack engine (moto) checks no signature: a wrong admin secret still works there."""
+def test_moto_refuses_a_wrong_admin_secret(admin, root):
+    """The local localstack engine (moto with IAM enforced) checks the signature: a wrong admin secret is refused."""
     config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"], passwords={"localstack": "wrong"})
     health = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == "localstack")
-    assert (health.admin, health.version.startswith("moto")) == (True, True)
+    assert (health.admin, "the admin credential was refused" in health.problem) == (False, True)
+
+
+def test_moto_names_the_services_it_does_not_isolate(admin, root):
+    """From the measurement in docs/engines.md: SNS, Kinesis and DynamoDB are checked by action alone."""
+    config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"])
+    health = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == "localstack")
+    assert health.ok and health.version.startswith("moto")
+    assert health.notes == [f"per-project isolation is not enforced by the emulator for SNS, Kinesis, DynamoDB: it "
+                            f"checks their actions, not which resource, so a project's access_key reaches other "
+                            f"projects' resources there (S3 and SQS are enforced; docs/engines.md)"]
 
 
 def test_missing_or_stale_toolchain(tmp_path):
@@ -394,7 +404,7 @@ def test_a_postgresql_whose_own_databases_let_everyone_connect_is_noted_not_fail
     health = pg(report)
     assert (health.ok, health.problem, health.notes) == (True, "", [doctor.postgres_open_database(database)])
     assert f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC" in health.notes[0]
-    assert all(h.notes == [] for h in report.instances if h.engine != "postgres")
+    assert all(h.notes == [] for h in report.instances if h.engine not in ("postgres", "localstack"))
     assert f"       note: PUBLIC has CONNECT on the server's database `{database}`" in doctor.render(report)
     validator("doctor.schema.json", report.to_json())
     assert [i["notes"] for i in report.to_json()["instances"] if i["engine"] == "postgres"] == [health.notes]
