@@ -30,6 +30,9 @@ from confluent_kafka.admin import (
 )
 from psycopg import sql
 
+from providers import nats_auth
+from providers.base import marker_owner
+
 
 def postgres(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) -> int:
     pattern = prefix.replace("-", "_") + "%"
@@ -116,18 +119,35 @@ def localstack(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) 
 
 
 def nats_streams(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) -> int:
+    """The streams in the accounts of projects named `prefix...`; unless dry_run, the accounts go too."""
+    from providers.nats import account_claims, admin_credential, all_accounts
+
     async def main() -> int:
-        nc = await nats.connect(servers=[f"nats://{address[0]}:{address[1]}"], user=cred.user,
-                                password=cred.password, allow_reconnect=False)
+        url = f"nats://{address[0]}:{address[1]}"
+        system = await nats.connect(servers=[url], **admin_credential(cred.password), allow_reconnect=False)
         try:
-            js = nc.jetstream(timeout=10)
-            names = [n for n in await js.streams_info() if n.config.name.startswith(prefix)]
-            if not dry_run:
-                for info in names:
-                    await js.delete_stream(info.config.name)
-            return len(names)
+            owners = [marker_owner(str((claims.get("nats") or {}).get("description") or "")) or ""
+                      for key in await all_accounts(system) if (claims := await account_claims(system, key))]
+            owners = [owner for owner in owners if owner.startswith(prefix)]
+            count = 0
+            for owner in owners:
+                nc = await nats.connect(servers=[url], **admin_credential(cred.password, owner), allow_reconnect=False)
+                try:
+                    js = nc.jetstream(timeout=10)
+                    streams = await js.streams_info()
+                    count += len(streams)
+                    if not dry_run:
+                        for info in streams:
+                            await js.delete_stream(info.config.name)
+                finally:
+                    await nc.close()
+            if not dry_run and owners:
+                operator = nats_auth.Operator.from_secret(cred.password)
+                keys = [nats_auth.public(operator.account_key(owner)) for owner in owners]
+                await system.request("$SYS.REQ.CLAIMS.DELETE", operator.deletion_jwt(keys).encode(), timeout=10)
+            return count
         finally:
-            await nc.close()
+            await system.close()
 
     return asyncio.run(main())
 

@@ -418,7 +418,7 @@ def _minio(instance: SharedInstance) -> str:
     return ", ".join(versions) or "unknown"
 
 
-def _localstack(instance: SharedInstance) -> str:
+def _localstack(instance: SharedInstance) -> Probed:
     from botocore.exceptions import ClientError
 
     from providers import s3
@@ -468,9 +468,8 @@ def _aws_version(instance: SharedInstance) -> str:
 
 def _nats(instance: SharedInstance) -> str:
     import nats
-    import nats.js.errors
 
-    from providers.nats import JETSTREAM_FIX, JETSTREAM_MISSING, run_private
+    from providers.nats import JETSTREAM_FIX, JETSTREAM_MISSING, admin_credential, all_accounts, run_private
 
     async def probe() -> str:
         seen: list[Exception] = []
@@ -479,21 +478,23 @@ def _nats(instance: SharedInstance) -> str:
             seen.append(err)
 
         try:
-            client = await nats.connect(servers=[f"nats://{instance.address}"], user=instance.admin_user,
-                                        password=instance.password(), allow_reconnect=False,
-                                        max_reconnect_attempts=1, connect_timeout=TIMEOUT, error_cb=remember)
+            # The system account's admin: it proves the server trusts this stack's operator (operator mode).
+            client = await nats.connect(servers=[f"nats://{instance.address}"], **admin_credential(instance.password()),
+                                        allow_reconnect=False, max_reconnect_attempts=1, connect_timeout=TIMEOUT,
+                                        error_cb=remember)
         except Exception as err:
             cause = seen[-1] if seen else err
             if isinstance(cause, nats.errors.AuthorizationError) or "authorization" in str(cause).lower():
-                raise Rejected(str(cause)) from err
+                raise Rejected(f"{cause}: the server does not trust this stack's NATS operator, or is not in "
+                               f"operator mode") from err
             raise
         try:
-            try:
-                await client.jetstream(timeout=TIMEOUT).account_info()
-            except nats.js.errors.ServiceUnavailableError as err:
-                raise Unfit(JETSTREAM_MISSING, JETSTREAM_FIX) from err
+            accounts = await all_accounts(client)
+            if not client._server_info.get("jetstream"):  # the server's INFO says whether it runs JetStream
+                raise Unfit(JETSTREAM_MISSING, JETSTREAM_FIX)
             v = client.connected_server_version
-            return f"{v.major}.{v.minor}.{v.patch}" + (f"-{v.prerelease}" if v.prerelease else "")
+            version = f"{v.major}.{v.minor}.{v.patch}" + (f"-{v.prerelease}" if v.prerelease else "")
+            return f"{version}, operator mode, {len(accounts) - 1} project account(s)"
         finally:
             await client.close()
 

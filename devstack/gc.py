@@ -23,11 +23,13 @@ from providers.instances import SharedInstance, instances_from_config
 
 #: Kinds that live inside (or hold grants on) another kind: dropped first.
 DEPENDENT_KINDS = frozenset({"consumer", "lifecycle", "user", "acl", "access_key"})
+#: Kinds that hold others (a NATS account, its streams): dropped last.
+CONTAINER_KINDS = frozenset({"account"})
 
 
 def _kinds_in_scope(engine: str, filters: Filters) -> list[str]:
-    kinds = list(registry.kinds(engine))
-    return [k for k in kinds if filters.kind in (None, k)]
+    """The kinds to scan: those whose objects the engine lists (not a NATS user, a signed credential alone)."""
+    return [k for k, provider in registry.kinds(engine).items() if provider.listed and filters.kind in (None, k)]
 
 
 def _scan_all(instances: list[SharedInstance], filters: Filters) -> tuple[list[Found], list[str], list[GcError]]:
@@ -118,7 +120,8 @@ def reconcile(
         unique.setdefault((servers[f.instance], f.kind, f.engine_name), f)
     scanned_servers = {servers[name] for name in scanned}
     ledger = {key: t for t in tracked
-              if filters.matches(t.ident) and (key := _ledger_key(t, servers)) is not None and key[0] in scanned_servers}
+              if filters.matches(t.ident) and (key := _ledger_key(t, servers)) is not None and key[0] in scanned_servers
+              and registry.provider_class(t.ident.engine, t.ident.kind).listed}
     managed, orphans, retained, foreign, others, matched = 0, [], [], [], [], set()
     for key, f in unique.items():
         if f.owner is None:
@@ -169,7 +172,8 @@ def prune(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], 
     derivable declaration name, already gone, conflict, engine failure).
     """
     pruned, errors = [], []
-    for orphan in sorted(orphans, key=lambda o: (o.kind not in DEPENDENT_KINDS, o.engine, o.instance, o.engine_name)):
+    for orphan in sorted(orphans, key=lambda o: (o.kind not in DEPENDENT_KINDS, o.kind in CONTAINER_KINDS,
+                                                         o.engine, o.instance, o.engine_name)):
         if orphan.name is None or orphan.project is None:
             errors.append(GcError(engine=orphan.engine, instance=orphan.instance,
                                   error=f"cannot drop {orphan.kind} {orphan.engine_name!r}: no declaration name maps to it"))

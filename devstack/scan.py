@@ -401,16 +401,35 @@ def _tables(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
 
 
 def scan_nats(instance: SharedInstance, kinds: set[str]) -> list[Found]:
-    """Streams (`KV_<bucket>` ones are kv buckets) and their consumers, with their metadata markers."""
+    """Accounts (the server's resolver lists them; the marker is in each JWT's description) and, in each,
+    the streams (`KV_<bucket>` ones are kv buckets) and their consumers, with their metadata markers.
+    An account devstack did not make (no marker) is listed, never looked into."""
     from providers import nats as nt
 
-    async def work(session: nt.Session) -> list[Found]:
-        found = []
-        for info in await nt.all_streams(session.js):
-            found += await _stream_found(session, instance, info, kinds)
-        return found
+    system_account = nt.nats_auth.public(nt.operator_of(instance).system)
 
-    return nt.run(instance, work)
+    async def listed(system: nt.Session) -> list[tuple[str, dict[str, Any]]]:
+        keys = [key for key in await nt.all_accounts(system.nc) if key != system_account]
+        return [(key, claims) for key in keys if (claims := await nt.account_claims(system.nc, key)) is not None]
+
+    found = []
+    for key, claims in nt.run(instance, listed):
+        marker = nt.account_description(claims)
+        owner = marker_owner(marker)
+        if "account" in kinds:
+            found.append(Found("nats", instance.name, "account", str(claims.get("name") or key), owner,
+                               marker_field(marker, "stack")))
+        if owner is None or nt.account_key(instance, owner) != key or not kinds & {"stream", "kv", "consumer"}:
+            continue
+
+        async def work(session: nt.Session) -> list[Found]:
+            streams = []
+            for info in await nt.all_streams(session.js):
+                streams += await _stream_found(session, instance, info, kinds)
+            return streams
+
+        found += nt.observed(instance, owner, work) or []
+    return found
 
 
 async def _stream_found(session: Any, instance: SharedInstance, info: Any, kinds: set[str]) -> list[Found]:

@@ -141,6 +141,9 @@ class KindProvider(ResourceProvider):
     #: Whether every project with a declaration on the instance gets one of this kind, named after it,
     #: unless it declares one itself (a NATS account).
     implied: ClassVar[bool] = False
+    #: Whether the engine lists this kind's objects, for gc to find (a NATS user is a signed credential the
+    #: server never stores: only its account is listed).
+    listed: ClassVar[bool] = True
     #: Every declaration of this kind by one project on one instance logs in as the
     #: same principal, so they can only agree on a password if none is generated.
     login_per_owner: ClassVar[bool] = False

@@ -486,21 +486,21 @@ def account_key(instance: SharedInstance, owner: str) -> str:
     return nats_auth.public(operator_of(instance).account_key(owner))
 
 
-async def account_claims(system: Session, account: str) -> dict[str, Any] | None:
+async def account_claims(nc: NatsClient, account: str) -> dict[str, Any] | None:
     """The claims of the account the server holds under public key `account`; None when it has none."""
-    reply = await system.nc.request(f"$SYS.REQ.ACCOUNT.{account}.CLAIMS.LOOKUP", b"", timeout=API_TIMEOUT)
+    reply = await nc.request(f"$SYS.REQ.ACCOUNT.{account}.CLAIMS.LOOKUP", b"", timeout=API_TIMEOUT)
     return nats_auth.decode(reply.data.decode()) if reply.data else None
 
 
-async def all_accounts(system: Session) -> list[str]:
+async def all_accounts(nc: NatsClient) -> list[str]:
     """The public keys of every account the server's resolver holds."""
-    reply = await system.nc.request("$SYS.REQ.CLAIMS.LIST", b"", timeout=API_TIMEOUT)
+    reply = await nc.request("$SYS.REQ.CLAIMS.LIST", b"", timeout=API_TIMEOUT)
     return list(json.loads(reply.data).get("data") or [])
 
 
-async def _claims_request(system: Session, subject: str, token: str, what: str) -> None:
+async def _claims_request(nc: NatsClient, subject: str, token: str, what: str) -> None:
     """Send an operator-signed JWT to the resolver; DevstackError with the server's words when it refuses."""
-    reply = json.loads((await system.nc.request(subject, token.encode(), timeout=API_TIMEOUT)).data)
+    reply = json.loads((await nc.request(subject, token.encode(), timeout=API_TIMEOUT)).data)
     answer = reply.get("data") or reply.get("error") or {}
     if answer.get("code") != 200:
         raise DevstackError("push", what, f"the server refused it: {answer.get('description') or answer.get('message') or answer}",
@@ -508,15 +508,15 @@ async def _claims_request(system: Session, subject: str, token: str, what: str) 
                             "allow_delete: true}`) and trust this stack's operator (docs/engines.md)")
 
 
-async def push_account(system: Session, token: str, owner: str) -> None:
-    await _claims_request(system, "$SYS.REQ.CLAIMS.UPDATE", token, f"the nats account of project {owner!r}")
+async def push_account(nc: NatsClient, token: str, owner: str) -> None:
+    await _claims_request(nc, "$SYS.REQ.CLAIMS.UPDATE", token, f"the nats account of project {owner!r}")
 
 
 async def ensure_account(system: Session, instance: SharedInstance, owner: str, stack: str) -> None:
     """Make project `owner`'s account with default limits, unless the server has it."""
     async with _SESSIONS.account_lock(instance, owner):
-        if await account_claims(system, account_key(instance, owner)) is None:
-            await push_account(system, account_jwt(operator_of(instance), owner, stack), owner)
+        if await account_claims(system.nc, account_key(instance, owner)) is None:
+            await push_account(system.nc, account_jwt(operator_of(instance), owner, stack), owner)
 
 
 async def _clustered(session: Session) -> bool:
@@ -1256,7 +1256,7 @@ class Account(NatsKind):
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
         account = account_key(instance, ident.owner)
-        claims = run(instance, lambda system: account_claims(system, account))
+        claims = run(instance, lambda system: account_claims(system.nc, account))
         if claims is None:
             return None
         marker = account_description(claims)
@@ -1279,13 +1279,13 @@ class Account(NatsKind):
                 await session.js.delete_stream(info.config.name or "")
 
         async def delete(system: Session) -> None:
-            claims = await account_claims(system, account)
+            claims = await account_claims(system.nc, account)
             if claims is None:
                 raise NotFound("drop", what, "the server has no account of the project")
             if marker_owner(account_description(claims)) != ident.owner:
                 raise Conflict("drop", what, "its JWT carries no marker of this project",
                                "nothing was dropped; remove it from the state with `pulumi state delete`")
-            await _claims_request(system, "$SYS.REQ.CLAIMS.DELETE", operator.deletion_jwt([account]), what)
+            await _claims_request(system.nc, "$SYS.REQ.CLAIMS.DELETE", operator.deletion_jwt([account]), what)
             await _SESSIONS.forget(instance, ident.owner)
 
         with api_errors("drop", what):
@@ -1299,11 +1299,11 @@ class Account(NatsKind):
 
         async def work(system: Session) -> None:
             async with _SESSIONS.account_lock(instance, ident.owner):
-                live = await account_claims(system, account)
+                live = await account_claims(system.nc, account)
                 if live is not None and account_params(live) == spec.model_dump() \
                         and account_description(live) == account_marker(ident.owner, stack):
                     return  # already converged: change nothing
-                await push_account(system, account_jwt(operator, ident.owner, stack, spec, revocations_of(live)),
+                await push_account(system.nc, account_jwt(operator, ident.owner, stack, spec, revocations_of(live)),
                                    ident.owner)
 
         run(instance, work)
@@ -1354,6 +1354,7 @@ class User(NatsKind):
 
     kind = "user"
     after_kinds = ("account",)
+    listed = False
     Spec = UserSpec
     logins = True
     attributes = ("host", "port", "account", "user", "jwt", "seed")
@@ -1409,7 +1410,7 @@ class User(NatsKind):
 
         async def work(system: Session) -> None:
             async with _SESSIONS.account_lock(instance, ident.owner):
-                live = await account_claims(system, account)
+                live = await account_claims(system.nc, account)
                 if live is None and revoke and not keep:
                     return  # no account: no key of it works anyway
                 revocations = revocations_of(live)
@@ -1421,7 +1422,7 @@ class User(NatsKind):
                     revocations[revoke] = int(time.time())
                 spec = AccountSpec.model_validate(account_params(live)) if live else AccountSpec()
                 marker = account_description(live) if live else account_marker(ident.owner, stack)
-                await push_account(system, operator.account_jwt(
+                await push_account(system.nc, operator.account_jwt(
                     operator.account_key(ident.owner), naming_rules.nats(ident.owner), description=marker,
                     jetstream={claim: getattr(spec, field) for field, claim in ACCOUNT_LIMITS.items()},
                     revocations=revocations), ident.owner)
