@@ -44,7 +44,7 @@ class Project(pulumi.ComponentResource):
         created: dict[str, Resource] = {}
         resources: dict[str, Any] = {}
         # Declarations others depend on first, so each dependent can name them.
-        for decl in sorted([*project.resources, *self._implied()], key=lambda d: self._has_dependencies(d)):
+        for decl in sorted([*project.resources, *self._implied()], key=self._rank):
             resource = self._declare(decl, stack, created)
             created[decl.key(project.name)] = resource
             resources[decl.key(project.name)] = self._resource_outputs(decl, resource)
@@ -55,17 +55,22 @@ class Project(pulumi.ComponentResource):
     def _implied(self) -> list[ResourceDecl]:
         """The declarations every project on an instance has unless it writes its own (a NATS account)."""
         declared = {(decl.uses, decl.kind) for decl in self._file.resources}
-        return [ResourceDecl(uses=uses, kind=kind, name=self._file.name)
-                for uses in dict.fromkeys(decl.uses for decl in self._file.resources)
+        # Purged with the project's declarations there when each of them is: nothing is left behind.
+        purged = {uses: all(d.purge for d in self._file.resources if d.uses == uses)
+                  for uses in dict.fromkeys(decl.uses for decl in self._file.resources)}
+        return [ResourceDecl(uses=uses, kind=kind, name=self._file.name, purge=purge)
+                for uses, purge in purged.items()
                 for kind, provider in registry.kinds(self._ws.shared[uses].engine).items()
                 if provider.implied and (uses, kind) not in declared]
 
     def _kind_class(self, decl: ResourceDecl) -> type[KindProvider]:
         return registry.provider_class(self._ws.shared[decl.uses].engine, decl.kind)
 
-    def _has_dependencies(self, decl: ResourceDecl) -> bool:
+    def _rank(self, decl: ResourceDecl) -> int:
+        """0: depends on nothing; 1: comes after kinds (a NATS stream after the account); 2: references
+        another declaration, which ranks lower (a consumer its stream)."""
         kind = self._kind_class(decl)
-        return bool(kind.references or kind.after_kinds)
+        return 2 if kind.references else 1 if kind.after_kinds else 0
 
     def _referenced(self, decl: ResourceDecl, provider: KindProvider,
                     created: dict[str, Resource]) -> dict[str, tuple[str, Resource]]:

@@ -132,8 +132,10 @@ def test_names_types_parents_and_retain_flags(mocks, validated):
     children = {name for name in options if name.count("/") == 3}
     expected = {f"{p}/{instance_name(r['uses'])}/{r['kind']}/{r.get('name', p)}"
                 for p, body in PROJECTS.items() for r in body["resources"]}
-    assert children == expected
-    for name in children:
+    # A project with anything on a NATS instance gets its account there, undeclared; its purge follows theirs.
+    assert children == expected | {"feeds/events/account/feeds"}
+    assert options["feeds/events/account/feeds"].retain_on_delete is True  # the feeds kv is retained
+    for name in children - {"feeds/events/account/feeds"}:
         project, instance, kind, _ = name.split("/")
         engine = SHARED[instance]["engine"]
         assert type(resources[name]).__mro__[1] is pulumi.dynamic.Resource
@@ -183,7 +185,9 @@ def test_dependencies_give_safe_teardown_order(mocks, validated):
         assert {id(resources[n]) for n in on} <= {id(r) for r in options[dependent].depends_on or []}, dependent
 
     depends("media/objects/lifecycle/expire", "media/objects/bucket/uploads")
-    depends("feeds/events/consumer/worker", "feeds/events/stream/feeds")
+    depends("feeds/events/consumer/worker", "feeds/events/stream/feeds", "feeds/events/account/feeds")
+    depends("feeds/events/stream/feeds", "feeds/events/account/feeds")
+    assert not options["feeds/events/account/feeds"].depends_on
     depends("shop/pg/user/reporting", "shop/pg/role/readers", "shop/pg/database/shop")
     depends("shop/kafka/acl/shop", "shop/kafka/topic/orders")
     # A bucket of the project still being made is untagged: a key checking its reach then would take it for foreign.
