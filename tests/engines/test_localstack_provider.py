@@ -1070,3 +1070,12 @@ def test_access_key_policy_lists_exact_arns_and_the_unscoped_actions_only_on_mot
     assert not any(a.startswith(("s3:", "sns:", "kinesis:")) for a in unchecked["Action"])
     assert policy_reach(on_moto) == sorted(reach)
     assert key_policy([], REGION, "123456789012", "moto") is None
+
+
+def test_a_predictable_access_key_is_a_validation_problem_naming_file_field_and_fix(tmp_path):
+    from tests.unit.test_validation import ALL_ENGINES, HEADER, problems
+
+    text = HEADER + "resources:\n  - {uses: aws, kind: queue, name: jobs}\n  - {uses: aws, kind: access_key}\n"
+    (problem,) = problems(tmp_path, text, workspace=ALL_ENGINES)
+    assert str(problem) == f"p0/devstack.yaml:6: resources[1].credentials: {PREDICTABLE_REFUSED}"
+    assert "set `credentials: generated`" in PREDICTABLE_REFUSED
