@@ -66,11 +66,12 @@ def e2e_stack(work: Path, env: dict[str, str], command: auto.PulumiCommand, shar
     return stack
 
 
-def write_project(work: Path, name: str, resources: list[dict]) -> str:
+def write_project(work: Path, name: str, resources: list[dict], services: dict | None = None) -> str:
     """(Re)write a project's devstack.yaml under `work`; returns its workspace-relative path."""
     path = work / name / "devstack.yaml"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}))
+    document = {"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}
+    path.write_text(yaml.safe_dump({**document, "services": services} if services else document))
     return f"{name}/devstack.yaml"
 
 
