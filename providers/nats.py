@@ -350,6 +350,10 @@ class Sessions:
             raise Unsupported("use", f"nats instance {instance.name!r} at {instance.address}",
                               JETSTREAM_MISSING, f"{JETSTREAM_FIX}; nothing was changed") from err
 
+    async def session(self, instance: SharedInstance, owner: str | None) -> Session:
+        """The session for `owner`'s account (None: the system account), opened if needed; on the loop."""
+        return await self._session(instance, owner)
+
     async def _session(self, instance: SharedInstance, owner: str | None) -> Session:
         self._opening = self._opening or asyncio.Lock()  # only this loop's thread gets here
         async with self._opening:
@@ -437,15 +441,19 @@ def account_marker(owner: str, stack: str) -> str:
 
 
 class AccountSpec(BaseModel):
-    """Params of a project's `account`: its JetStream and connection limits. All update in place."""
+    """Params of a project's `account`: its JetStream and connection limits. All update in place.
+
+    nats-server reserves an account's memory and storage limits out of its own totals and refuses
+    JetStream to an account whose limits no longer fit beside the others', so those two default to
+    unlimited (bounded by the server's totals, shared); the counts bound a runaway project."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    max_memory: int = Field(default=1 << 30, ge=-1, alias="maxMemory", description="bytes in memory streams; -1 = unlimited")
-    max_storage: int = Field(default=10 << 30, ge=-1, alias="maxStorage", description="bytes in file streams; -1 = unlimited")
-    max_streams: int = Field(default=-1, ge=-1, alias="maxStreams", description="-1 = unlimited")
-    max_consumers: int = Field(default=-1, ge=-1, alias="maxConsumers", description="-1 = unlimited")
-    max_connections: int = Field(default=-1, ge=-1, alias="maxConnections", description="-1 = unlimited")
+    max_memory: int = Field(default=-1, ge=-1, alias="maxMemory", description="bytes in memory streams; -1 = unlimited")
+    max_storage: int = Field(default=-1, ge=-1, alias="maxStorage", description="bytes in file streams; -1 = unlimited")
+    max_streams: int = Field(default=100, ge=-1, alias="maxStreams", description="streams and kv buckets; -1 = unlimited")
+    max_consumers: int = Field(default=1000, ge=-1, alias="maxConsumers", description="-1 = unlimited")
+    max_connections: int = Field(default=1000, ge=-1, alias="maxConnections", description="-1 = unlimited")
 
 
 #: AccountSpec's fields as the account JWT's limits spell them.
@@ -517,6 +525,31 @@ async def ensure_account(system: Session, instance: SharedInstance, owner: str, 
     async with _SESSIONS.account_lock(instance, owner):
         if await account_claims(system.nc, account_key(instance, owner)) is None:
             await push_account(system.nc, account_jwt(operator_of(instance), owner, stack), owner)
+            await jetstream_ready(instance, owner)
+
+
+#: How long a new account's JetStream may take to answer.
+JETSTREAM_READY_SECONDS = 10.0
+
+
+async def jetstream_ready(instance: SharedInstance, owner: str) -> None:
+    """Wait until JetStream answers in `owner`'s account: the server enables it for a new account after it
+    has answered the claims update, and an API call in between gets no responder."""
+    session = await _SESSIONS.session(instance, owner)
+    deadline = asyncio.get_running_loop().time() + JETSTREAM_READY_SECONDS
+    while True:
+        try:
+            await session.js.account_info()
+            return
+        except (jetstream_errors.ServiceUnavailableError, nats_errors.NoRespondersError, nats_errors.TimeoutError):
+            if asyncio.get_running_loop().time() > deadline:
+                raise Unsupported("use", f"nats instance {instance.name!r} at {instance.address}",
+                                  f"JetStream did not answer in project {owner!r}'s new account within "
+                                  f"{JETSTREAM_READY_SECONDS:.0f}s",
+                                  "the server refuses JetStream to an account whose maxMemory or maxStorage does "
+                                  "not fit in what it has left (its log says `insufficient ... resources`): lower "
+                                  f"them, or -1 to share the server's; else {JETSTREAM_FIX}") from None
+            await asyncio.sleep(0.02)
 
 
 async def _clustered(session: Session) -> bool:
@@ -1305,6 +1338,8 @@ class Account(NatsKind):
                     return  # already converged: change nothing
                 await push_account(system.nc, account_jwt(operator, ident.owner, stack, spec, revocations_of(live)),
                                    ident.owner)
+                if live is None:
+                    await jetstream_ready(instance, ident.owner)
 
         run(instance, work)
         return {**self._base_attributes(instance), "account": account}
@@ -1426,6 +1461,8 @@ class User(NatsKind):
                     operator.account_key(ident.owner), naming_rules.nats(ident.owner), description=marker,
                     jetstream={claim: getattr(spec, field) for field, claim in ACCOUNT_LIMITS.items()},
                     revocations=revocations), ident.owner)
+                if live is None:
+                    await jetstream_ready(instance, ident.owner)
 
         run(instance, work)
 

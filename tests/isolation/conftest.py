@@ -50,8 +50,7 @@ def _purged(*resources: dict) -> Callable[[str], list[dict]]:
 
 PG_VARS = {"PGHOST": "host", "PGPORT": "port", "PGUSER": "user", "PGPASSWORD": "password", "PGDATABASE": "database"}
 
-#: Engine -> its case. NATS (a per-project account and its `user` kind) and LocalStack (its `access_key`
-#: kind) are being built: each joins with an entry here and a module tests/isolation/test_<engine>.py.
+#: Engine -> its case; each has a module tests/isolation/test_<engine>.py.
 ENGINES: dict[str, EngineCase] = {
     "postgres": EngineCase(
         # An explicit name is the engine identifier, one namespace for all projects: the project's in it.
@@ -77,6 +76,17 @@ ENGINES: dict[str, EngineCase] = {
         [{"from": "kafka/topic", "vars": ["KAFKA_TOPIC"]},
          {"from": "kafka/acl", "vars": ["KAFKA_BOOTSTRAP_SERVERS", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
                                         "KAFKA_SASL_PASSWORD"]}]),
+    "nats": EngineCase(
+        # The account is implied; each kind's default declaration, named after the project.
+        "events", lambda project: [
+            {"uses": "events", "kind": "stream", "purge": True},
+            {"uses": "events", "kind": "consumer", "params": {"stream": project}, "purge": True},
+            {"uses": "events", "kind": "kv", "purge": True},
+            {"uses": "events", "kind": "user", "credentials": "generated", "purge": True}],
+        [{"from": "events/stream", "vars": ["NATS_STREAM"]},
+         {"from": "events/consumer", "vars": ["NATS_CONSUMER"]},
+         {"from": "events/kv", "vars": ["NATS_KV_BUCKET"]},
+         {"from": "events/user", "vars": ["NATS_URL", "NATS_USER_JWT", "NATS_USER_SEED"]}]),
 }
 
 

@@ -1,0 +1,211 @@
+"""NATS: project A's user (NATS_URL, NATS_USER_JWT, NATS_USER_SEED as `devstack env` gives them) against
+B's stream, consumer and KV bucket.
+
+Each project has an account of its own. From A's account, B's stream,
+consumer and bucket do not exist (the JetStream API answers "not found"),
+and A's user may publish and subscribe only on A's subjects (`<A>.>`), so
+the server refuses B's subjects with a permissions violation. Making,
+changing and deleting streams is refused to every tenant user, on its own
+account too: devstack does that from the declarations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import nkeys
+import pytest
+from nats.js import JetStreamContext
+from nats.js.api import StreamConfig
+from nats.js.errors import NotFoundError
+
+from providers import nats_auth
+from providers.nats import run_private
+from tests.isolation.conftest import Matrix, Tenants
+
+ENGINE = "nats"
+#: How long a refused publish or subscribe waits for the server's asynchronous -ERR.
+REFUSAL_WAIT = 5.0
+
+
+class PermissionsViolation(Exception):
+    """The server's -ERR 'Permissions Violation ...' for this connection (nats-py reports it asynchronously)."""
+
+
+def denied(err: BaseException) -> str | None:
+    if isinstance(err, PermissionsViolation):
+        return "Permissions Violation"
+    if isinstance(err, NotFoundError):
+        return "not found in A's account"
+    return None
+
+
+@dataclass(frozen=True)
+class Target:
+    """The names of one project's NATS resources, as its service's environment gives them."""
+
+    subject: str
+    stream: str
+    consumer: str
+    bucket: str
+
+
+def target(tenants: Tenants, project: str) -> Target:
+    env = tenants.env(project, ENGINE)
+    return Target(subject=f"{env['NATS_STREAM']}.matrix", stream=env["NATS_STREAM"],
+                  consumer=env["NATS_CONSUMER"], bucket=env["NATS_KV_BUCKET"])
+
+
+def as_a(tenants: Tenants, act: Callable[[Any, JetStreamContext, Target, "Refusals"], Awaitable[object]],
+         where: Target) -> None:
+    """Run `act` over a connection of A's user, made as nats-py takes its environment."""
+    env = tenants.env(tenants.a, ENGINE)
+    key = nkeys.from_seed(env["NATS_USER_SEED"].encode())
+
+    async def main() -> None:
+        refusals = Refusals()
+        nc = await nats.connect(env["NATS_URL"], user_jwt_cb=lambda: env["NATS_USER_JWT"].encode(),
+                                signature_cb=nats_auth.signer(key),
+                                error_cb=refusals.seen, allow_reconnect=False, connect_timeout=5)
+        try:
+            await act(nc, nc.jetstream(timeout=5), where, refusals)
+        finally:
+            await nc.close()
+
+    run_private(main())
+
+
+class Refusals:
+    """The permission errors the server sent this connection."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.arrived = asyncio.Event()
+
+    async def seen(self, err: Exception) -> None:
+        if "permissions violation" in str(err).lower():
+            self.errors.append(str(err))
+            self.arrived.set()
+
+    async def raise_if_refused(self, nc: Any, what: str) -> None:
+        """After `what` was sent: raise PermissionsViolation when the server refused it. The server answers
+        a PING after it has processed what came before, so a flush settles it."""
+        await nc.flush(timeout=REFUSAL_WAIT)
+        if self.errors:
+            raise PermissionsViolation(f"{what}: {self.errors[0]}")
+
+    async def refused_or(self, nc: Any, what: str, call: Awaitable[object]) -> None:
+        """Run a JetStream API `call` whose request the server may refuse: a refused request never gets
+        an answer, so the refusal, which arrives first, wins."""
+        task = asyncio.ensure_future(call)
+        waiter = asyncio.ensure_future(self.arrived.wait())
+        done, _ = await asyncio.wait({task, waiter}, timeout=REFUSAL_WAIT, return_when=asyncio.FIRST_COMPLETED)
+        for pending in (task, waiter):
+            if pending not in done:
+                pending.cancel()
+        if waiter in done:
+            raise PermissionsViolation(f"{what}: {self.errors[0]}")
+        if task not in done:
+            raise AssertionError(f"{what}: neither an answer nor a refusal within {REFUSAL_WAIT}s")
+        task.result()
+
+
+async def publish_to_stream(nc, js, where: Target, refusals: Refusals) -> None:
+    await refusals.refused_or(nc, f"publish to {where.subject}", js.publish(where.subject, b"matrix"))
+
+
+async def publish_core(nc, js, where: Target, refusals: Refusals) -> None:
+    await nc.publish(where.subject, b"matrix")
+    await refusals.raise_if_refused(nc, f"publish to {where.subject}")
+
+
+async def subscribe(nc, js, where: Target, refusals: Refusals) -> None:
+    await nc.subscribe(where.subject)
+    await refusals.raise_if_refused(nc, f"subscribe to {where.subject}")
+
+
+async def fetch(nc, js, where: Target, refusals: Refusals) -> None:
+    sub = await js.pull_subscribe_bind(durable=where.consumer, stream=where.stream)
+    await sub.consumer_info()  # B's consumer is not in A's account: NotFound here
+
+
+async def stream_info(nc, js, where: Target, refusals: Refusals) -> None:
+    assert (await js.stream_info(where.stream)).config.name == where.stream
+
+
+async def purge(nc, js, where: Target, refusals: Refusals) -> None:
+    await js.purge_stream(where.stream)
+
+
+async def kv_put_get(nc, js, where: Target, refusals: Refusals) -> None:
+    kv = await js.key_value(where.bucket)
+    await kv.put("k", b"v")
+    assert (await kv.get("k")).value == b"v"
+
+
+async def kv_keys(nc, js, where: Target, refusals: Refusals) -> None:
+    kv = await js.key_value(where.bucket)
+    assert "k" in await kv.keys()
+
+
+async def kv_delete(nc, js, where: Target, refusals: Refusals) -> None:
+    kv = await js.key_value(where.bucket)
+    await kv.put("gone", b"v")
+    await kv.delete("gone")
+
+
+async def delete_stream(nc, js, where: Target, refusals: Refusals) -> None:
+    await refusals.refused_or(nc, f"delete stream {where.stream}", js.delete_stream(where.stream))
+
+
+async def update_stream(nc, js, where: Target, refusals: Refusals) -> None:
+    config = StreamConfig(name=where.stream, subjects=[f"{where.stream}.>"], max_msgs=1)
+    await refusals.refused_or(nc, f"update stream {where.stream}", js.update_stream(config))
+
+
+async def create_stream(nc, js, where: Target, refusals: Refusals) -> None:
+    config = StreamConfig(name=f"{where.stream}_extra", subjects=[f"{where.stream}.extra.>"])
+    await refusals.refused_or(nc, f"create a stream on {where.stream}'s subjects", js.add_stream(config))
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    act: Callable[..., Awaitable[object]]
+    own: bool = True
+
+
+OPS = [
+    Op("read: stream info", stream_info),
+    Op("read: fetch from consumer", fetch),
+    Op("read: subscribe to subjects", subscribe),
+    Op("read: kv get", kv_put_get),
+    Op("write: publish to stream", publish_to_stream),
+    Op("write: core publish", publish_core),
+    Op("list: kv keys", kv_keys),
+    Op("delete: purge stream", purge),
+    Op("delete: kv delete", kv_delete),
+    # Tenant users manage no streams, their own included: devstack makes them from the declarations.
+    Op("administer: delete stream", delete_stream, own=False),
+    Op("administer: update stream", update_stream, own=False),
+    Op("administer: create stream", create_stream, own=False),
+]
+
+
+@pytest.mark.parametrize("op,target_", [pytest.param(op, t, id=f"{op.name}-{t}") for op in OPS
+                                        for t in (("own", "other") if op.own else ("other",))])
+def test_nats(tenants: Tenants, matrix: Matrix, op: Op, target_: str) -> None:
+    where = target(tenants, tenants.a if target_ == "own" else tenants.b)
+    matrix.check(ENGINE, op.name, target_, lambda: as_a(tenants, op.act, where), denied)
+
+
+def test_nats_admin_ops_refused_on_own_account(tenants: Tenants) -> None:
+    """What `other` shows for stream management holds on A's own stream too."""
+    where = target(tenants, tenants.a)
+    for act in (delete_stream, update_stream, create_stream):
+        with pytest.raises(PermissionsViolation):
+            as_a(tenants, act, where)
