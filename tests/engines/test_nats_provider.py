@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import subprocess
@@ -19,7 +20,8 @@ from nats.js.errors import NotFoundError
 
 from providers.base import KindProvider
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
-from providers.nats import API_TIMEOUT, STORE_ATTEMPTS, Consumer, Kv, Stream, add_stream, run_private, subject_within
+from providers.nats import (API_TIMEOUT, STORE_ATTEMPTS, Account, Consumer, Kv, Stream, add_stream, admin_credential,
+                            run_private, subject_within)
 from providers.nats import run as nats_run
 from providers.identity import PREFIXED
 from tests.engines.conftest import props, stopped_answering
@@ -27,16 +29,40 @@ from tests.engines.conftest import props, stopped_answering
 NATS_URL = "nats://127.0.0.1:24222"
 
 
+@pytest.fixture(autouse=True)
+def accounts(configure, owner) -> Iterator[list[str]]:
+    """The projects whose accounts the test used, its owner's first: each dropped with purge at the end,
+    and its streams (so its consumers and kv buckets) with it, so accounts do not pile up on the server."""
+    used = [owner]
+    yield used
+    account = configure(Account())
+    for project in used:
+        inputs = {**props("nats", "events", "account", project, project), "purge": True}
+        if account.read("id", inputs).id:  # a drop looks into the account first: a missing one costs a timeout
+            account.delete("id", inputs)
+
+
 @pytest.fixture
-def js(admin) -> Callable[[Callable[[JetStreamContext], Awaitable[Any]]], Any]:
-    """Run one coroutine with an admin JetStream context: `js(lambda j: j.stream_info(name))`.
+def js(admin, owner, accounts, configure) -> Callable[..., Any]:
+    """Run one coroutine with devstack's admin JetStream context in a project's account (the test's owner's
+    unless `project` names another): `js(lambda j: j.stream_info(name))`. The first call for a project
+    makes its account when it has none, as a provider's first create does.
 
     A test's own streams go through the provider's add_stream, which tries again when a create meets the
-    server's removal of the account's streams directory (the previous test's cleanup may just have emptied it)."""
+    server's removal of the account's streams directory (a drop may just have emptied it)."""
 
-    def call(work):
+    def call(work: Callable[[JetStreamContext], Awaitable[Any]], project: str | None = None) -> Any:
+        project = project or owner
+        if project not in made:
+            account, inputs = configure(Account()), props("nats", "events", "account", project, project)
+            if not account.read("id", inputs).id:  # an existing one keeps the limits the test gave it
+                account.create(checked(account, inputs))
+            made.add(project)
+            if project not in accounts:
+                accounts.append(project)
+
         async def main():
-            nc = await nats.connect(NATS_URL, user=admin["nats"].user, password=admin["nats"].password,
+            nc = await nats.connect(NATS_URL, **admin_credential(admin["nats"].password, project),
                                     allow_reconnect=False, connect_timeout=5)
             try:
                 return await work(nc.jetstream())
@@ -45,44 +71,29 @@ def js(admin) -> Callable[[Callable[[JetStreamContext], Awaitable[Any]]], Any]:
 
         return run_private(main())
 
+    made: set[str] = set()
     return call
 
 
-def stream_config(js, name: str) -> StreamConfig | None:
+def stream_config(js, name: str, project: str | None = None) -> StreamConfig | None:
+    """The stream's config in project `project`'s account (the test's owner's by default), or None."""
     async def work(j):
         try:
             return (await j.stream_info(name)).config
         except NotFoundError:
             return None
 
-    return js(work)
+    return js(work, project)
 
 
-def consumer_config(js, stream: str, name: str) -> ConsumerConfig | None:
+def consumer_config(js, stream: str, name: str, project: str | None = None) -> ConsumerConfig | None:
     async def work(j):
         try:
             return (await j.consumer_info(stream, name)).config
         except NotFoundError:
             return None
 
-    return js(work)
-
-
-@pytest.fixture(autouse=True)
-def cleanup(js, owner):
-    """Drop every stream (and so every consumer and KV bucket) the test made for its owner."""
-    yield
-
-    async def work(j):
-        offset, names = 0, []
-        while page := await j.streams_info(offset):
-            offset += len(page)
-            names += [i.config.name for i in page]
-        for name in names:
-            if name.startswith(owner) or name.startswith(f"KV_{owner}"):
-                await j.delete_stream(name)
-
-    js(work)
+    return js(work, project)
 
 
 @pytest.fixture
@@ -308,13 +319,21 @@ def test_stream_retained_delete_keeps_messages_and_purged_delete_drops(stream, o
     stream.delete("id", {**outs, "purge": True})  # already gone is fine
 
 
-def test_stream_of_another_project_is_a_conflict(stream, owner, js):
-    # Project `<owner>` declares "b" -> `<owner>_b`; project `<owner>_b`'s default stream maps there too.
+def test_streams_of_two_projects_with_one_name_live_apart_in_their_accounts(stream, owner, js):
+    """Project `<owner>` declares "b" -> `<owner>_b`; project `<owner>_b`'s default stream maps there too.
+    On the former shared account the second create was a conflict; now each project's stream lives in its
+    own account, so both exist, each with its own marker, and neither sees the other's."""
     stream.create(checked(stream, props("nats", "events", "stream", "b", owner)))
     before = stream_config(js, f"{owner}_b")
     other = f"{owner}_b"
-    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
-        stream.create(checked(stream, props("nats", "events", "stream", other, other)))
+    made = stream.create(checked(stream, props("nats", "events", "stream", other, other))).outs
+    assert made["stream"] == other
+    assert stream_config(js, f"{owner}_b") == before
+    assert before.metadata["devstack.owner"] == owner
+    theirs = stream_config(js, other, project=other)
+    assert theirs.metadata["devstack.owner"] == other and theirs != before
+    stream.delete("id", {**made, "purge": True})  # B's purge drops B's stream, not A's of the same name
+    assert stream_config(js, other, project=other) is None
     assert stream_config(js, f"{owner}_b") == before
 
 
@@ -362,7 +381,7 @@ def test_a_project_cannot_claim_another_projects_subjects(stream, owner, js):
     consumer = Consumer()
     found = failures(consumer, props("nats", "events", "consumer", "spy", other, {"stream": other, "filterSubject": f"{owner}.orders"}))
     assert "outside the project's subjects" in found["params.filterSubject"]
-    assert stream_config(js, other) is None
+    assert stream_config(js, other, project=other) is None
 
 
 @pytest.mark.parametrize("pair", [("{o}.*.x", "{o}.a.*"), ("{o}.a", "{o}.*"), ("{o}.a", "{o}.a"), ("{o}.a.>", "{o}.*.b")])
@@ -375,33 +394,40 @@ def test_subjects_overlapping_within_a_stream_are_refused_by_check_as_by_the_ser
     assert failures(stream, props("nats", "events", "stream", owner, owner, {"subjects": subjects[:1]})) == {}
 
 
-PRIVATE_USER, PRIVATE_PASSWORD = "boss", "pw-1"
+PRIVATE_USER, PRIVATE_SECRET = "boss", "pw-1"
 
 
 @pytest.fixture
-def private_server() -> Iterator[Callable[..., tuple[int, Callable[[KindProvider], KindProvider]]]]:
-    """`private_server(*flags, on_log=...)`: a nats-server of the test's own on a free loopback port, with the
-    login boss / pw-1, stopped at the end; `on_log` sees each line it logs as it logs it. Returns the port and
-    `configured_kind(provider)`: the provider configured with that server as its instance `events`."""
+def private_server(tmp_path_factory) -> Iterator[Callable[..., tuple[int, Callable[[KindProvider], KindProvider]]]]:
+    """`private_server(*flags, on_log=...)`: a nats-server of the test's own on a free loopback port, in operator
+    mode with the operator of the admin secret pw-1 (as the engine's config has it), stopped at the end;
+    `on_log` sees each line it logs as it logs it. Returns the port and `configured_kind(provider)`: the
+    provider configured with that server as its instance `events`."""
+    from providers import nats_auth
     from tests.conftest import configured
     from tools.engines.base import closed_port
-    from tools.engines.nats import _binary
+    from tools.engines.nats import _binary, operator_config
 
     servers: list[subprocess.Popen] = []
+    operator = nats_auth.Operator.from_secret(PRIVATE_SECRET)
 
     def start(*flags: str, on_log: Callable[[str], None] = lambda line: None):
-        port = closed_port()
-        server = subprocess.Popen([_binary(), "-a", "127.0.0.1", "-p", str(port), "--user", PRIVATE_USER,
-                                   "--pass", PRIVATE_PASSWORD, *flags],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        port, home = closed_port(), tmp_path_factory.mktemp("nats-server")
+        config = operator_config(operator.operator_jwt(), nats_auth.public(operator.system),
+                                 operator.system_account_jwt(), home / "accounts")
+        (home / "accounts").mkdir()
+        (home / "nats.json").write_text(json.dumps(config))
+        server = subprocess.Popen([_binary(), "-c", str(home / "nats.json"), "-a", "127.0.0.1", "-p", str(port),
+                                   *flags], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         servers.append(server)
         threading.Thread(target=lambda: [on_log(line) for line in server.stderr], daemon=True).start()
         deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", port)) and time.monotonic() < deadline:
+        while socket.socket().connect_ex(("127.0.0.1", port)):
+            assert time.monotonic() < deadline, f"the private nats-server on port {port} did not listen within 10s"
             time.sleep(0.05)
         shared = {"events": {"engine": "nats", "host": "127.0.0.1", "port": port, "adminUser": PRIVATE_USER,
                              "adminSecret": "natsAdmin"}}
-        return port, lambda kind: configured(kind, {"shared": shared}, {"nats": PRIVATE_PASSWORD})
+        return port, lambda kind: configured(kind, {"shared": shared}, {"nats": PRIVATE_SECRET})
 
     yield start
     for server in servers:
@@ -416,10 +442,10 @@ def test_a_server_without_jetstream_is_named_by_the_provider_and_the_doctor(owne
 
     port, configured_kind = private_server()  # no -js
     provider = configured_kind(Stream())
-    with pytest.raises(Unsupported, match="no JetStream answered.*start nats-server with -js"):
+    with pytest.raises(Unsupported, match="JetStream did not answer.*start nats-server with -js"):
         provider.create(checked(provider, props("nats", "events", "stream", owner, owner)))
     instance = SharedInstance(name="events", engine="nats", host="127.0.0.1", port=port, adminUser=PRIVATE_USER,
-                              adminSecret="natsAdmin", admin_password=SecretStr(PRIVATE_PASSWORD))
+                              adminSecret="natsAdmin", admin_password=SecretStr(PRIVATE_SECRET))
     health = doctor.check_instance(instance, ["stream"], local_port=None)
     assert (health.ok, health.admin) == (False, False) and "no JetStream answered" in health.problem
     assert "-js" in health.fix
@@ -430,22 +456,27 @@ def test_a_server_without_jetstream_is_named_by_the_provider_and_the_doctor(owne
 def test_a_create_the_server_fails_to_store_is_tried_again(kind, lasting, owner, tmp_path, private_server):
     """The server fails a create with "error creating store for stream" when the create meets the server's
     removal of the account's emptied streams directory (CI hit it once, after a test deleted the account's
-    last stream). A file where the account's directory goes fails a create the same way, and the server
-    removes it with the failed stream's remains, as it does the directory: the next try succeeds. Put back
-    after every failure, it fails them all: the error then says the server failed, not the declaration."""
-    blocker = tmp_path / "jetstream" / "$G"
-    blocker.parent.mkdir(parents=True)
-    blocker.touch()
+    last stream). A file where the account's streams directory goes fails a create the same way, and the
+    server removes it with the failed stream's remains, as it does the directory: the next try succeeds. Put
+    back after every failure, it fails them all: the error then says the server failed, not the declaration."""
+    from providers import nats_auth
+
+    account = nats_auth.public(nats_auth.Operator.from_secret(PRIVATE_SECRET).account_key(owner))
+    blocker = tmp_path / "jetstream" / account / "streams"
     failures_logged = []
 
     def on_log(line: str) -> None:
         if "Stream create failed" in line:
             failures_logged.append(line)
             if lasting:
-                time.sleep(0.02)  # the server removes the file just after it fails (its own goroutine)
+                time.sleep(0.02)  # the server removes the file just after it fails (its own goroutine) ...
+                blocker.parent.mkdir(parents=True, exist_ok=True)  # ... and the account's directory with it
                 blocker.touch()
 
     _, configured_kind = private_server("-js", "-sd", str(tmp_path), on_log=on_log)
+    configured_kind(Account()).create(props("nats", "events", "account", owner, owner))  # its JetStream dir first
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.touch()
     provider = configured_kind(kind())
     inputs = checked(provider, props("nats", "events", provider.kind, owner, owner))
     if lasting:
@@ -666,12 +697,24 @@ def test_consumer_marked_for_another_project_is_a_conflict(consumer, owner, owne
         consumer.create(consumer_inputs(consumer, owner))
 
 
-def test_consumer_on_a_stream_of_another_project_is_a_conflict(consumer, stream, owner, js):
-    other = f"{owner}_b"  # its default stream maps to `<owner>_b`, which `<owner>`'s declaration "b" names too
+def test_consumer_cannot_bind_to_a_stream_in_another_projects_account(consumer, stream, owner, js):
+    """On the former shared account, `<owner>`'s declaration "b" named project `<owner>_b`'s default stream
+    and the create was a conflict; now that stream is in `<owner>_b`'s account, out of `<owner>`'s sight:
+    the consumer's stream does not exist, and nothing is made in either account."""
+    other = f"{owner}_b"
     stream.create(checked(stream, props("nats", "events", "stream", other, other)))
+    with pytest.raises(NotFound, match=r"its stream 'b' \(" + other + r"\) does not exist"):
+        consumer.create(checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": "b"})))
+    assert consumer_config(js, other, f"{owner}_worker", project=other) is None
+    assert stream_config(js, other) is None
+
+
+def test_consumer_on_a_stream_marked_for_another_project_is_a_conflict(consumer, owner, js):
+    marker = {"devstack.managed-by": "devstack", "devstack.owner": "intruder", "devstack.stack": "test"}
+    js(lambda j: add_stream(j, StreamConfig(name=f"{owner}_b", subjects=[f"{owner}.b.>"], metadata=marker)))
     with pytest.raises(Conflict, match="does not belong to project"):
         consumer.create(checked(consumer, props("nats", "events", "consumer", "worker", owner, {"stream": "b"})))
-    assert consumer_config(js, other, f"{owner}_worker") is None
+    assert consumer_config(js, f"{owner}_b", f"{owner}_worker") is None
 
 
 def test_consumer_filter_outside_its_stream_is_refused_and_nothing_created(consumer, stream, owner, js):
@@ -817,11 +860,24 @@ def test_foreign_kv_bucket_is_a_conflict_and_untouched(kv, owner, js):
     assert stream_config(js, f"KV_{owner}") == before
 
 
-def test_kv_of_another_project_is_a_conflict(kv, owner, js):
-    kv.create(kv_inputs(kv, owner, name="cache"))
+def test_kv_buckets_of_two_projects_with_one_name_live_apart_in_their_accounts(kv, owner, js):
+    """On the former shared account, project `<owner>_cache`'s default bucket met `<owner>`'s "cache" and
+    was a conflict; now each lives in its project's account, with its own marker and values."""
+    mine = kv.create(kv_inputs(kv, owner, name="cache")).outs
     other = f"{owner}_cache"
-    with pytest.raises(Conflict, match=f"belongs to project '{owner}'"):
-        kv.create(kv_inputs(kv, other))
+    theirs = kv.create(kv_inputs(kv, other)).outs
+    assert mine["bucket"] == theirs["bucket"] == other
+
+    async def put_get(j, value: bytes):
+        bucket = await j.key_value(other)
+        await bucket.put("k", value)
+        return (await bucket.get("k")).value
+
+    assert js(lambda j: put_get(j, b"mine")) == b"mine"
+    assert js(lambda j: put_get(j, b"theirs"), other) == b"theirs"
+    assert stream_config(js, f"KV_{other}").metadata["devstack.owner"] == owner
+    assert stream_config(js, f"KV_{other}", project=other).metadata["devstack.owner"] == other
+    assert js(lambda j: j.stream_info(f"KV_{other}")).state.messages == 1
 
 
 @pytest.mark.parametrize(
@@ -876,7 +932,7 @@ def test_a_server_gone_in_the_middle_of_a_call_is_named_at_once(through_proxy, o
 def test_wrong_admin_password_says_the_credential_is_rejected(configure, owner):
     provider = configure(Stream())
     provider._instances["events"] = provider._instances["events"].model_copy(update={"admin_password": SecretStr("wrong")})
-    with pytest.raises(EngineUnavailable, match="Authorization Violation.*admin credential does not match"):
+    with pytest.raises(EngineUnavailable, match="Authorization Violation.*admin secret is not the one the server trusts"):
         provider.create(checked(provider, props("nats", "events", "stream", owner, owner)))
 
 

@@ -101,15 +101,8 @@ class Nats(Engine):
         system_jwt = (current.get("resolver_preload") or {}).get(system)
         if not _issued_for(operator_jwt, nats_auth.public(operator.signing)) or not _issued_for(system_jwt, system):
             operator_jwt, system_jwt = operator.operator_jwt(), operator.system_account_jwt()
-        wanted = {
-            "listen": f"{HOST}:{self.port}",
-            "http": f"{HOST}:{MONITOR_PORT}",
-            "server_name": "devstack",
-            "operator": operator_jwt,
-            "system_account": system,
-            "resolver": {"type": "full", "dir": str(self.accounts_dir), "allow_delete": True, "interval": "2m"},
-            "resolver_preload": {system: system_jwt},
-        }
+        wanted = {"listen": f"{HOST}:{self.port}", "http": f"{HOST}:{MONITOR_PORT}",
+                  **operator_config(operator_jwt, system, system_jwt, self.accounts_dir)}
         if wanted == current:
             return False
         write_private(self.config_file, json.dumps(wanted, indent=2) + "\n")
@@ -150,6 +143,18 @@ class Nats(Engine):
         if not path.exists():
             from providers.nats import account_jwt  # the provider's own claims, defaults and marker
             write_private(path, account_jwt(operator, owner, stack))
+
+
+def operator_config(operator_jwt: str, system: str, system_jwt: str, accounts_dir: Path) -> dict:
+    """The config keys of operator mode with the full account resolver keeping accounts in `accounts_dir`
+    (tests run servers of their own with them)."""
+    return {
+        "server_name": "devstack",
+        "operator": operator_jwt,
+        "system_account": system,
+        "resolver": {"type": "full", "dir": str(accounts_dir), "allow_delete": True, "interval": "2m"},
+        "resolver_preload": {system: system_jwt},
+    }
 
 
 def _issued_for(token: str | None, subject: str) -> bool:
