@@ -32,6 +32,7 @@ import pytest
 import redis
 
 from providers.identity import Identity
+from providers.nats import Account, AccountSpec, Stream, admin_credential
 from providers.redis import AclUser
 from tests.conftest import configured
 from tests.engines.conftest import props
@@ -198,23 +199,95 @@ def test_redis_admin_auths_and_default_user_is_refused(engines_dir):
 
 
 def test_nats_admin_connects_and_has_jetstream(engines_dir):
-    user, password = CREDS["nats"]
+    """Operator mode: devstack's admin (keys from the admin secret) manages accounts from the system account
+    and has JetStream in a project's account; no credential, a password or another secret's keys are refused."""
+    _, password = CREDS["nats"]
     url = f"nats://{HOST}:{PORTS['nats']}"
+    account = _nats_provider(Account())
+    account.create(props("nats", "events", "account", "lifecycle", "lifecycle"))
 
     async def admin():
-        client = await nats.connect(url, user=user, password=password, allow_reconnect=False)
+        system = await nats.connect(url, **admin_credential(password), allow_reconnect=False)
+        project = await nats.connect(url, **admin_credential(password, "lifecycle"), allow_reconnect=False)
         try:
-            return await client.jetstream().account_info()
+            listed = json.loads((await system.request("$SYS.REQ.CLAIMS.LIST", b"", timeout=5)).data)["data"]
+            return listed, await project.jetstream().account_info()
         finally:
-            await client.close()
+            await system.close()
+            await project.close()
 
     async def stranger(**auth):
         await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3, **auth)
 
-    assert run_nats(admin).limits is not None
-    for auth in [{}, {"user": user, "password": "wrong"}]:
+    listed, info = run_nats(admin)
+    assert account.read("id", props("nats", "events", "account", "lifecycle", "lifecycle")).outs["account"] in listed
+    assert info.limits.max_streams == AccountSpec().max_streams
+    for auth in [{}, {"user": CREDS["nats"][0], "password": password}, admin_credential("another-secret"),
+                 admin_credential("another-secret", "lifecycle")]:
         with pytest.raises(Exception, match="Authorization Violation"):
             run_nats(lambda auth=auth: stranger(**auth))
+
+
+def test_nats_streams_of_the_former_shared_account_move_into_their_owners_accounts(engines_dir, tmp_path):
+    """An engines dir a release before operator mode left: its config had one account, DEVSTACK (password
+    login), and its streams lived there. The start moves each stream with a devstack marker into its owner's
+    account, with its messages, says so, and leaves a stream without a marker where it was, saying where."""
+    from tools.engines.base import closed_port
+    from tools.engines.nats import _binary
+
+    legacy = tmp_path / "engines"
+    data, config, port = legacy / "nats" / "data", legacy / "nats" / "nats.json", closed_port()
+    data.mkdir(parents=True)
+    user, password = CREDS["nats"]
+    config.write_text(json.dumps({"listen": f"{HOST}:{port}", "accounts": {"DEVSTACK": {
+        "jetstream": "enabled", "users": [{"user": user, "password": password}]}}}))
+    old = subprocess.Popen([_binary(), "-c", str(config), "-js", "-sd", str(data)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    marker = {"devstack.managed-by": "devstack", "devstack.owner": "legacy", "devstack.stack": "local"}
+
+    async def fill():
+        client = await _nats_connect_until(f"nats://{HOST}:{port}", user=user, password=password)
+        try:
+            js = client.jetstream()
+            await js.add_stream(name="legacy", subjects=["legacy.>"], metadata=marker)
+            await js.add_stream(name="stray", subjects=["stray.>"])
+            await js.publish("legacy.orders", b"order-1", stream="legacy")
+        finally:
+            await client.close()
+
+    try:
+        run_nats(fill)
+    finally:
+        old.terminate()
+        old.wait(timeout=20)
+    assert (data / "jetstream" / "DEVSTACK" / "streams" / "legacy").is_dir()
+
+    stopped = run_cli(engines_dir, "stop", "nats")  # the port is the real one: one nats at a time
+    assert stopped.returncode == 0, stopped.stderr
+    try:
+        started = run_cli(legacy, "start", "nats")
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "nats: moved stream 'legacy' into the account of project 'legacy'" in started.stdout
+        assert re.search(r"stream 'stray' of the former shared account carries no devstack marker: left in \S+"
+                         r"/jetstream/DEVSTACK/streams/stray", started.stdout), started.stdout
+
+        async def moved():
+            client = await nats.connect(f"nats://{HOST}:{PORTS['nats']}", **admin_credential(password, "legacy"),
+                                        allow_reconnect=False)
+            try:
+                return await client.jetstream().stream_info("legacy")
+            finally:
+                await client.close()
+
+        info = run_nats(moved)
+        assert (info.state.messages, info.config.metadata["devstack.owner"]) == (1, "legacy")
+        assert _nats_provider(Stream()).read("id", props("nats", "events", "stream", "legacy", "legacy")).id
+        assert (data / "jetstream" / "DEVSTACK" / "streams" / "stray").is_dir()
+        assert not (data / "jetstream" / "DEVSTACK" / "streams" / "legacy").exists()
+    finally:
+        assert run_cli(legacy, "stop", "nats").returncode == 0
+        restarted = run_cli(engines_dir, "start", "nats")
+        assert restarted.returncode == 0, restarted.stderr
 
 
 def test_localstack_serves_s3_to_boto3(engines_dir):
@@ -249,6 +322,7 @@ def test_secret_bearing_files_are_private(engines_dir):
 
 def test_changed_password_is_reapplied_to_running_postgres_and_nats(engines_dir):
     new = {**CREDS, "postgres": (CREDS["postgres"][0], "pg-new-Pa55"), "nats": (CREDS["nats"][0], "nats-new-Pa55")}
+    nats_pid = pid_file(engines_dir, "nats")[0]
     try:
         changed = run_cli(engines_dir, "start", "postgres", "nats", creds=new)
         assert changed.returncode == 0, changed.stderr
@@ -258,9 +332,11 @@ def test_changed_password_is_reapplied_to_running_postgres_and_nats(engines_dir)
         with pytest.raises(psycopg.OperationalError):
             psycopg.connect(host=HOST, port=PORTS["postgres"], user=user, password=CREDS["postgres"][1],
                             dbname="postgres")
-        run_nats(lambda: _nats_connect(*new["nats"]))
+        # A new secret is a new operator, which nats-server cannot reload: the start restarted it.
+        assert pid_file(engines_dir, "nats")[0] != nats_pid
+        run_nats(lambda: _nats_connect(new["nats"][1]))
         with pytest.raises(Exception, match="Authorization Violation"):
-            run_nats(lambda: _nats_connect(*CREDS["nats"]))
+            run_nats(lambda: _nats_connect(CREDS["nats"][1]))
     finally:
         restored = run_cli(engines_dir, "start", "postgres", "nats")
         assert restored.returncode == 0, restored.stderr
@@ -409,10 +485,30 @@ def test_reset_redis_forgets_tenant_users_with_their_markers(engines_dir):
     provider.delete(created.id, created.outs)
 
 
-async def _nats_connect(user: str, password: str) -> None:
-    client = await nats.connect(f"nats://{HOST}:{PORTS['nats']}", user=user, password=password,
+async def _nats_connect(secret: str) -> None:
+    """Log in as devstack's admin of the system account, with the keys the admin secret `secret` gives."""
+    client = await nats.connect(f"nats://{HOST}:{PORTS['nats']}", **admin_credential(secret),
                                 allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3)
     await client.close()
+
+
+async def _nats_connect_until(url: str, **auth):
+    """A connection to a nats-server just launched, once it listens (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **auth)
+        except (OSError, nats.errors.NoServersError) as err:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the nats-server at {url} did not take connections within 10s: {err}") from err
+            await asyncio.sleep(0.05)
+
+
+def _nats_provider(kind):
+    """A nats provider configured with the scratch engines' nats as its instance `events`."""
+    shared = {"events": {"engine": "nats", "host": HOST, "port": PORTS["nats"], "adminUser": CREDS["nats"][0],
+                         "adminSecret": "natsAdmin"}}
+    return configured(kind, {"shared": shared}, {"nats": CREDS["nats"][1]})
 
 
 # --- registry, errors -------------------------------------------------------

@@ -15,15 +15,12 @@ the start reports each one, and any it could not place stays where it was.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import sysconfig
-import time
 from pathlib import Path
 
 from providers import nats_auth
-from tools.engines.base import HOST, Credential, Engine, http_json, http_status, write_private
+from tools.engines.base import HOST, Credential, Engine, http_status, write_private
 
 BINARY = "nats-server"
 MONITOR_PORT = 28222
@@ -64,32 +61,20 @@ class Nats(Engine):
         return http_status(f"http://{HOST}:{MONITOR_PORT}/healthz?js-enabled-only=true") == 200
 
     def ensure_credential(self, credential: Credential | None) -> bool:
-        """Rewrite the config when the admin secret changed (a new operator) and make the running
-        server reload it (SIGHUP); False when it already matched."""
+        """Rewrite the config when the admin secret changed (a new operator) and restart the running server
+        on it; False when it already matched. nats-server cannot reload a new operator or system account
+        (a SIGHUP logs "config reload not supported for SystemAccount" and keeps the old one)."""
         if not self._write_config(nats_auth.Operator.from_secret(self.require(credential).password)):
             return False
         pid = self.running_pid()
         if pid is not None:
-            self._reload(pid)
+            self._terminate(pid)
+            proc = self._launch()
+            self._wait_healthy(proc.pid, proc)
         return True
 
     def reset_paths(self) -> list[Path]:
         return [self.data_dir, self.config_file]
-
-    def _reload(self, pid: int) -> None:
-        """SIGHUP makes nats-server re-read its config asynchronously; wait until /varz shows a new
-        config load time so callers see the new operator."""
-        loaded = self._config_load_time()
-        os.kill(pid, signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while self._config_load_time() == loaded:
-            if time.monotonic() > deadline:
-                raise self.error("reload", "the config reload did not happen within 10s")
-            time.sleep(0.1)
-
-    def _config_load_time(self) -> str | None:
-        varz = http_json(f"http://{HOST}:{MONITOR_PORT}/varz")
-        return varz.get("config_load_time") if isinstance(varz, dict) else None
 
     def _write_config(self, operator: nats_auth.Operator) -> bool:
         """Write the config unless it already trusts this operator; True if written.
