@@ -19,6 +19,7 @@ import pytest
 from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, explicit_name, local_workspace, write_project
+from tests.engines.test_localstack_provider import admin_key
 
 HOST, PORT = "127.0.0.1", 24566
 ENDPOINT = f"http://{HOST}:{PORT}"
@@ -28,8 +29,6 @@ ENDPOINT = f"http://{HOST}:{PORT}"
 
 def aws(service: str):
     """A plain boto3 client as the engine's admin: moto enforces IAM and refuses any key it does not hold."""
-    from tests.engines.test_localstack_provider import admin_key
-
     key, secret = admin_key()
     return boto3.client(service, endpoint_url=ENDPOINT, region_name="us-east-1",
                         aws_access_key_id=key, aws_secret_access_key=secret)
@@ -102,12 +101,12 @@ def test_localstack_up_preview_refresh_retain(project_dir, offline_env, pulumi_c
     stack = auto.Stack.create("e2e", local_workspace(project_dir, offline_env, pulumi_command))
     stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({
         "name": "e2e",
-        # moto checks no credentials; the key pair is what the providers sign with.
+        # moto enforces IAM: the providers sign with the admin key the engine was started with.
         "shared": {"aws": {"engine": "localstack", "host": HOST, "port": PORT,
-                           "adminUser": "devstack-admin", "adminSecret": "awsAdmin"}},
+                           "adminUser": admin_key()[0], "adminSecret": "awsAdmin"}},
         "projects": [write_project(project_dir, p, declared)],
     })))
-    stack.set_config("devstack:awsAdmin", auto.ConfigValue("not-checked-by-moto", secret=True))
+    stack.set_config("devstack:awsAdmin", auto.ConfigValue(admin_key()[1], secret=True))
 
     up = stack.up(on_output=print)
     assert changes(up) == {"create": 9}  # stack, workspace, project, 6 resources

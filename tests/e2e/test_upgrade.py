@@ -55,14 +55,13 @@ def shared(admin) -> dict[str, dict]:
     return {"pg": instance("postgres", PG[1], "pgAdmin"), "objects": instance("minio", 29000, "minioAdmin"),
             "cache": instance("redis", REDIS[1], "redisAdmin"), "kafka": instance("kafka", 29092, "kafkaAdmin"),
             "events": instance("nats", 24222, "natsAdmin"),
-            # moto checks no credentials; the key pair is what the providers sign with.
-            "aws": instance("localstack", 24566, "awsAdmin", user="devstack-admin")}
+            "aws": instance("localstack", 24566, "awsAdmin")}
 
 
 def secrets_of(admin) -> dict[str, str]:
     return {"pgAdmin": admin["postgres"].password, "minioAdmin": admin["minio"].password,
             "redisAdmin": admin["redis"].password, "kafkaAdmin": admin["kafka"].password,
-            "natsAdmin": admin["nats"].password, "awsAdmin": "not-checked-by-moto"}
+            "natsAdmin": admin["nats"].password, "awsAdmin": admin["localstack"].password}
 
 
 def declarations(p: str) -> list[dict]:
