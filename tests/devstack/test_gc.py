@@ -42,6 +42,7 @@ from providers import registry, s3
 from providers.errors import EngineUnavailable
 from providers.identity import PREFIXED, Identity
 from providers.instances import instances_from_config
+from providers.nats import admin_credential
 from tests.devstack.conftest import (
     Sandbox,
     import_state,
@@ -114,7 +115,8 @@ def plant_foreign(config, p: str) -> dict[str, tuple[str, str]]:
         client.acl_setuser(f"{p}-foreign", enabled=False)
     s3.aws_client(instances["objects"], "s3").create_bucket(Bucket=f"x{p}-foreign")
     s3.aws_client(instances["aws"], "sqs").create_queue(QueueName=f"{p}-foreign")
-    _nats(instances["events"], lambda js: js.add_stream(name=f"{p}_foreign", subjects=[f"{p}foreign.>"]))
+    # In the project's account (its orphan stream made it): an unmarked stream there is foreign.
+    _nats(instances["events"], p, lambda js: js.add_stream(name=f"{p}_foreign", subjects=[f"{p}foreign.>"]))
     kafka = _kafka(instances["kafka"])
     kafka.create_topics([NewTopic(f"{p}.foreign", 1, 1)])[f"{p}.foreign"].result(timeout=30)
     return {"postgres": ("database", f"{p}_foreign"), "redis": ("acl_user", f"{p}-foreign"),
@@ -130,7 +132,7 @@ def remove_foreign(config, p: str) -> None:
         lambda: s3.aws_client(instances["objects"], "s3").delete_bucket(Bucket=f"x{p}-foreign"),
         lambda: s3.aws_client(instances["aws"], "sqs").delete_queue(
             QueueUrl=s3.aws_client(instances["aws"], "sqs").get_queue_url(QueueName=f"{p}-foreign")["QueueUrl"]),
-        lambda: _nats(instances["events"], lambda js: js.delete_stream(f"{p}_foreign")),
+        lambda: _nats(instances["events"], p, lambda js: js.delete_stream(f"{p}_foreign")),
         lambda: _delete_topic(instances["kafka"], f"{p}.foreign"),
     ):
         try:
@@ -159,9 +161,10 @@ def _redis(instance) -> redis_py.Redis:
                           password=instance.password(), decode_responses=True, socket_timeout=5)
 
 
-def _nats(instance, work):
+def _nats(instance, owner: str, work):
+    """Run `work` with devstack's admin JetStream context in project `owner`'s account."""
     async def main():
-        nc = await nats.connect(f"nats://{instance.address}", user=instance.admin_user, password=instance.password(),
+        nc = await nats.connect(f"nats://{instance.address}", **admin_credential(instance.password(), owner),
                                 allow_reconnect=False, connect_timeout=5)
         try:
             return await work(nc.jetstream(timeout=10))
@@ -203,6 +206,7 @@ def planted(sandbox: Sandbox, admin, local_shared):
         for engine, instance, kind, name, owner in reversed(made):
             drop_quietly(config, engine, instance, kind, name, owner)
         remove_foreign(config, p)
+        drop_quietly(config, "nats", "events", "account", p, p)  # the account its nats orphans made
 
 
 def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
@@ -394,6 +398,7 @@ def test_an_update_of_the_workspace_alone_re_marks_every_kind(admin, local_share
     finally:
         for engine, instance, kind, name, owner in reversed(made):
             drop_quietly(config, engine, instance, kind, name, owner)
+        drop_quietly(config, "nats", "events", "account", p, p)  # the account its nats kinds made
 
 
 def test_outside_the_ledger_only_this_ledgers_own_mark_is_an_orphan(monkeypatch, admin, local_shared):

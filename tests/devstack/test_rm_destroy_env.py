@@ -22,6 +22,8 @@ import redis as redis_py
 from psycopg import sql
 
 from devstack.errors import Aborted, EngineError, InvalidQuery
+from providers.nats import Account, admin_credential
+from tests.conftest import configured
 from tests.devstack.conftest import PG_PORT, Sandbox, make_env, token
 
 ENGINES = ("pg", "cache", "events")
@@ -85,11 +87,12 @@ def acl_user_exists(admin, shared, name: str) -> bool:
         return client.execute_command("ACL", "GETUSER", name) is not None
 
 
-def nats_call(admin, shared, work):
+def nats_call(admin, shared, owner: str, work):
+    """Run `work` with devstack's admin JetStream context in project `owner`'s account."""
     async def main():
-        a = admin["nats"]
-        nc = await nats.connect(f"nats://127.0.0.1:{shared['events']['port']}", user=a.user, password=a.password,
-                                allow_reconnect=False, connect_timeout=5)
+        nc = await nats.connect(f"nats://127.0.0.1:{shared['events']['port']}",
+                                **admin_credential(admin["nats"].password, owner), allow_reconnect=False,
+                                max_reconnect_attempts=0, connect_timeout=5)
         try:
             return await work(nc.jetstream(timeout=10))
         finally:
@@ -99,6 +102,7 @@ def nats_call(admin, shared, work):
 
 
 def stream_exists(admin, shared, name: str) -> bool:
+    """Whether project `name`'s default stream exists: in its account, when the server still has that."""
     async def work(js):
         try:
             await js.stream_info(name)
@@ -106,7 +110,12 @@ def stream_exists(admin, shared, name: str) -> bool:
         except nats.js.errors.NotFoundError:
             return False
 
-    return nats_call(admin, shared, work)
+    try:
+        return nats_call(admin, shared, name, work)
+    except nats.errors.Error as err:
+        if "authorization violation" not in str(err).lower():
+            raise
+        return False  # the project's account is gone, and all in it
 
 
 @pytest.fixture
@@ -125,14 +134,12 @@ def names(admin, local_shared):
             client.acl_deluser(project)
             client.hdel("devstack:acl-owners", project)
 
-    async def drop_streams(js):
-        for project in projects:
-            try:
-                await js.delete_stream(project)
-            except nats.js.errors.NotFoundError:
-                pass
-
-    nats_call(admin, local_shared, drop_streams)
+    accounts = configured(Account(), {"shared": {"events": local_shared["events"]}}, {"nats": admin["nats"].password})
+    for project in projects:  # the account, its streams with it
+        inputs = {"engine": "nats", "instance": "events", "kind": "account", "name": project, "owner": project,
+                  "params": {}, "purge": True, "stack": ""}
+        if accounts.read("id", inputs).id:
+            accounts.delete("id", inputs)
 
 
 def project_a(box: Sandbox, a: str) -> str:
@@ -154,7 +161,8 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     stack = configure_stack(sandbox, "rmd", local_shared, admin, files)
     stack.up()
     listed = sandbox.cli_json("resource", "list", "-w", "rmd")
-    assert listed["total"] == 5
+    assert listed["total"] == 6  # A's four, A's nats account (implied) and B's database
+    assert f"nats/events/account/{a}@{a}" in {r["id"] for r in listed["items"]}
 
     # env masks secrets; exec hands them to the process, no file involved.
     env = sandbox.cli("env", a, "api", "-w", "rmd")
@@ -196,7 +204,7 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     refused = sandbox.cli("resource", "rm", f"nats/events/consumer/worker@{a}", "-w", "rmd", work=elsewhere)
     assert refused.returncode == InvalidQuery.exit_code, refused.stdout
     assert "no devstack:workspace in its config" in refused.stderr and "nothing was changed" in refused.stderr
-    assert sandbox.cli_json("resource", "list", "-w", "rmd")["total"] == 4
+    assert sandbox.cli_json("resource", "list", "-w", "rmd")["total"] == 5
     # A removal that would leave the workspace invalid (the service imports the database) is refused
     # before anything changes: preview's message, exit 2, the file, the ledger and the data as they were.
     before = (sandbox.work / files[0]).read_text()
@@ -216,7 +224,8 @@ def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, 
     assert purged["edited"] == [files[0]]  # the entry left its devstack.yaml too
     validator("resource-rm.schema.json", purged)
     remaining = {r["id"] for r in sandbox.cli_json("resource", "list", "-w", "rmd")["items"]}
-    assert remaining == {f"nats/events/stream/{a}@{a}", f"nats/events/consumer/worker@{a}", f"postgres/pg/database/{b}@{b}"}
+    assert remaining == {f"nats/events/account/{a}@{a}", f"nats/events/stream/{a}@{a}",
+                         f"nats/events/consumer/worker@{a}", f"postgres/pg/database/{b}@{b}"}
 
     # A declaration the file editor cannot take out (a flow list) is refused naming the file; nothing changes.
     written = (sandbox.work / files[1]).read_text()
@@ -259,11 +268,13 @@ def test_destroy_purge_data_drops_everything_after_confirmation(sandbox, admin, 
     assert not database_exists(admin, db_b) and database_exists(admin, db_a)
     refused = sandbox.cli("destroy", "--purge-data", "-w", "purge")
     assert refused.returncode == Aborted.exit_code and "not confirmed" in refused.stderr
-    assert sandbox.cli_json("resource", "list", "-w", "purge")["total"] == 4 and database_exists(admin, db_a)
+    assert sandbox.cli_json("resource", "list", "-w", "purge")["total"] == 5 and database_exists(admin, db_a)
 
     done = sandbox.cli_json("destroy", "--purge-data", "--yes", "-w", "purge")
-    assert len(done["dropped"]) == 4 and done["already_gone"] == []
-    # The consumer went before its stream (dependents first), so nothing was "already gone".
+    assert len(done["dropped"]) == 5 and done["already_gone"] == []
+    assert f"nats/events/account/{a}@{a}" in done["dropped"]
+    # The consumer went before its stream, the stream before its account (dependents first), so nothing
+    # was "already gone".
     assert not database_exists(admin, db_a)
     assert not acl_user_exists(admin, local_shared, a)
     assert not stream_exists(admin, local_shared, a)

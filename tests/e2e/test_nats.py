@@ -17,7 +17,8 @@ import pytest
 from nats.js.errors import NotFoundError
 from pulumi import automation as auto
 
-from providers.nats import run_private
+from providers.nats import Account, admin_credential, run_private
+from tests.conftest import configured
 from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, write_project
 
 NATS_PORT = 24222
@@ -31,12 +32,12 @@ def events(admin) -> dict[str, dict]:
                        "adminUser": admin["nats"].user, "adminSecret": "natsAdmin"}}
 
 
-def jetstream(admin, work):
-    """Run one coroutine with an admin JetStream context."""
+def jetstream(admin, project: str, work):
+    """Run one coroutine with devstack's admin JetStream context in `project`'s account."""
 
     async def main():
-        nc = await nats.connect(f"nats://127.0.0.1:{NATS_PORT}", user=admin["nats"].user,
-                                password=admin["nats"].password, allow_reconnect=False, connect_timeout=5)
+        nc = await nats.connect(f"nats://127.0.0.1:{NATS_PORT}", **admin_credential(admin["nats"].password, project),
+                                allow_reconnect=False, connect_timeout=5)
         try:
             return await work(nc.jetstream())
         finally:
@@ -45,32 +46,36 @@ def jetstream(admin, work):
     return run_private(main())
 
 
-def stream_config(admin, name: str):
+def stream_config(admin, project: str, name: str | None = None):
+    """The config of stream `name` (the project's default one when None) in `project`'s account, or None."""
     async def work(js):
         try:
-            return (await js.stream_info(name)).config
+            return (await js.stream_info(name or project)).config
         except NotFoundError:
             return None
 
-    return jetstream(admin, work)
+    return jetstream(admin, project, work)
+
+
+def account_outputs(admin, project: str) -> dict | None:
+    """What a read of `project`'s account gives on the server (its outputs), or None when it has none."""
+    account = configured(Account(), {"shared": events(admin)}, {"nats": admin["nats"].password})
+    found = account.read("id", {"engine": "nats", "instance": "events", "kind": "account", "name": project,
+                                "owner": project, "params": {}, "purge": True, "stack": ""})
+    return found.outs if found.id else None
 
 
 @pytest.fixture
 def projects(admin):
-    """Two fresh project names; afterwards every stream (and so consumer, explicitly named ones included,
-    and bucket) of theirs is dropped."""
+    """Two fresh project names; afterwards their accounts are dropped with purge, and every stream (so
+    consumer, explicitly named ones included, and bucket) of theirs with them."""
     suffix = secrets.token_hex(3)
     names = [f"e2e-a-{suffix}", f"e2e-b-{suffix}"]
     yield names
-
-    async def drop(js):
-        for name in (*names, f"KV_{names[0]}"):
-            try:
-                await js.delete_stream(name)
-            except NotFoundError:
-                pass
-
-    jetstream(admin, drop)
+    account = configured(Account(), {"shared": events(admin)}, {"nats": admin["nats"].password})
+    for name in names:
+        if (outs := account_outputs(admin, name)) is not None:
+            account.delete("id", {**outs, "purge": True})
 
 
 def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, pulumi_command, admin, projects):
@@ -93,7 +98,7 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
     stack.set_config("devstack:natsAdmin", auto.ConfigValue(admin["nats"].password, secret=True))
 
     up = stack.up(on_output=print)
-    assert changes(up) == {"create": 8}  # stack, workspace, 2 projects, 2 streams, consumer, kv
+    assert changes(up) == {"create": 10}  # stack, workspace, 2 projects, their 2 accounts, 2 streams, consumer, kv
     out_a = up.outputs[a].value["resources"]
     assert out_a[f"events/stream/{a}"]["subjects"] == f"{a}.>"
     assert out_a[f"events/stream/{a}"]["url"] == f"nats://127.0.0.1:{NATS_PORT}"
@@ -109,7 +114,7 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
         await msgs[0].ack()
         return msgs[0].data
 
-    assert jetstream(admin, publish_and_fetch) == b"order-1"
+    assert jetstream(admin, a, publish_and_fetch) == b"order-1"
 
     # Unchanged workspace: preview shows nothing to do and a second up changes nothing.
     assert changes(stack.preview()) == {}
@@ -117,24 +122,28 @@ def test_two_projects_up_preview_refresh_retain_purge(project_dir, offline_env, 
 
     # Out-of-band change to A's stream: refresh notices it, the next up repairs it.
     live = stream_config(admin, a)
-    jetstream(admin, lambda js: js.update_stream(live.evolve(max_msgs=5)))
+    jetstream(admin, a, lambda js: js.update_stream(live.evolve(max_msgs=5)))
     assert changes(stack.refresh()) == {"update": 1}
     assert changes(stack.up()) == {"update": 1}
     assert stream_config(admin, a).max_msgs == -1
 
-    # Removing A's declarations retains its stream (with its message), consumer and bucket.
+    # Removing A's declarations retains its stream (with its message), consumer and bucket, and the account
+    # they live in (implied, not purged).
     write_project(project_dir, a, [])
-    assert changes(stack.up()) == {"delete": 3}
-    assert jetstream(admin, lambda js: js.stream_info(a)).state.messages == 1
-    assert jetstream(admin, lambda js: js.consumer_info(a, worker)).config.durable_name == worker
-    assert stream_config(admin, f"KV_{a}") is not None
+    assert changes(stack.up()) == {"delete": 4}
+    assert jetstream(admin, a, lambda js: js.stream_info(a)).state.messages == 1
+    assert jetstream(admin, a, lambda js: js.consumer_info(a, worker)).config.durable_name == worker
+    assert stream_config(admin, a, f"KV_{a}") is not None
 
-    # Purge asked for explicitly, then removal: B's stream is dropped, A's stays.
+    # Purge asked for explicitly, then removal: B's stream is dropped, and B's account with it (all B declared
+    # there is purged, so is the account implied for it); A's stream stays.
     write_project(project_dir, b, [{"uses": "events", "kind": "stream", "purge": True}])
-    assert changes(stack.up()) == {"update": 1}
+    assert changes(stack.up()) == {"update": 2}  # the stream's purge, and the account's
     write_project(project_dir, b, [])
-    assert changes(stack.up()) == {"delete": 1}
-    assert stream_config(admin, b) is None
+    assert changes(stack.up()) == {"delete": 2}
+    assert account_outputs(admin, b) is None
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        stream_config(admin, b)
     assert stream_config(admin, a) is not None
 
 
@@ -152,7 +161,7 @@ def up_then_moved_to_memory(work, env, command, admin, project: str, stream_purg
     """A stack whose stream (file storage) and purge consumer are up, then the file moved to memory storage."""
     stack = e2e_stack(work, env, command, events(admin), [stream_and_consumer(work, project, "file", stream_purge)],
                       {"natsAdmin": admin["nats"].password})
-    assert changes(stack.up()) == {"create": 5}
+    assert changes(stack.up()) == {"create": 6}  # stack, workspace, project, account, stream, consumer
     stream_and_consumer(work, project, "memory", stream_purge)
     return stack
 
@@ -166,7 +175,7 @@ def test_a_purged_stream_replaced_takes_its_consumer_along(project_dir, offline_
     assert changes(stack.up()) == {"replace": 2}
     assert stream_config(admin, a).storage == "memory"
     worker = explicit_name(a, "worker")
-    consumer = jetstream(admin, lambda js: js.consumer_info(a, worker))
+    consumer = jetstream(admin, a, lambda js: js.consumer_info(a, worker))
     assert consumer.config.durable_name == worker
     # The ledger matches the engine: nothing for refresh to correct, nothing for up to do.
     assert changes(stack.refresh()) == {}
@@ -185,4 +194,4 @@ def test_a_retained_stream_that_cannot_change_leaves_its_purge_consumer_alone(pr
                                                            'stream is retained'):
             command()
     worker = explicit_name(a, "worker")
-    assert jetstream(admin, lambda js: js.consumer_info(a, worker)).config.durable_name == worker
+    assert jetstream(admin, a, lambda js: js.consumer_info(a, worker)).config.durable_name == worker

@@ -21,6 +21,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.admin import ConfigSource
 from psycopg import sql
 
+from providers.nats import admin_credential
+
 TIMEOUT = 30
 
 
@@ -52,12 +54,13 @@ class Engines:
         return boto3.session.Session().client(service, endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
                                               aws_access_key_id=cred.user, aws_secret_access_key=cred.password)
 
-    def jetstream(self, work) -> Any:
+    def jetstream(self, project: str, work) -> Any:
+        """Run `work` with devstack's admin JetStream context in `project`'s account (each project has its own)."""
         host, port = self.at["nats"]
         cred = self.admin["nats"]
 
         async def main() -> Any:
-            nc = await nats.connect(servers=[f"nats://{host}:{port}"], user=cred.user, password=cred.password,
+            nc = await nats.connect(servers=[f"nats://{host}:{port}"], **admin_credential(cred.password, project),
                                     allow_reconnect=False)
             try:
                 return await work(nc.jetstream(timeout=10))
@@ -89,7 +92,7 @@ class Engines:
             sqs = self.aws("localstack", "sqs")
             sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=project)["QueueUrl"])
         elif engine == "nats":
-            self.jetstream(lambda js: js.delete_stream(project))
+            self.jetstream(project, lambda js: js.delete_stream(project))
         elif engine == "kafka":
             client = self.kafka()
             client.delete_topics([project])[project].result(timeout=TIMEOUT)
@@ -116,7 +119,7 @@ class Engines:
                 config.max_msgs = 5
                 await js.update_stream(config)
 
-            self.jetstream(limit)
+            self.jetstream(project, limit)
         elif engine == "kafka":
             entry = ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)
             resource = ConfigResource(ResourceType.TOPIC, project, incremental_configs=[entry])
@@ -142,7 +145,7 @@ class Engines:
             live = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"]
             return live["VisibilityTimeout"] == "30"
         if engine == "nats":
-            return self.jetstream(lambda js: js.stream_info(project)).config.max_msgs == -1
+            return self.jetstream(project, lambda js: js.stream_info(project)).config.max_msgs == -1
         client = self.kafka()
         (future,) = client.describe_configs([ConfigResource(ResourceType.TOPIC, project)]).values()
         entry = future.result(timeout=TIMEOUT)["retention.ms"]

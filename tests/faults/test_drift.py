@@ -25,7 +25,8 @@ def test_deleted_and_changed_behind_pulumis_back(project_dir, offline_env, pulum
     configure(stack, files, shared, admin)
     engines = Engines(shared, admin)
     try:
-        assert changes(stack.up()) == {"create": 2 + 2 + 12}  # stack, workspace, 2 projects, 12 tenants
+        # stack, workspace, 2 projects, 12 tenants, and each project's nats account (implied)
+        assert changes(stack.up()) == {"create": 2 + 2 + 12 + 2}
         # Nothing changed yet: a refresh that runs the program (as scripts/up does) shows no difference anywhere.
         unchanged = stack.refresh(run_program=True)
         assert changes(unchanged) == {}
