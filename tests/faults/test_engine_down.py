@@ -39,7 +39,7 @@ def test_engines_down_then_back(project_dir, offline_env, pulumi_command, admin,
     stack = new_stack(project_dir, offline_env, pulumi_command)
     configure(stack, files, via_proxies, admin)
     try:
-        assert changes(stack.up()) == {"create": 9}  # stack, workspace, project, six tenants
+        assert changes(stack.up()) == {"create": 10}  # stack, workspace, project, six tenants, its nats account
         before = checkpoint(offline_env, "faults")
         for proxy in proxies.values():
             proxy.stop()
@@ -69,7 +69,8 @@ def test_engines_down_then_back(project_dir, offline_env, pulumi_command, admin,
         for proxy in proxies.values():
             proxy.start()
         assert changes(stack.refresh()) == {}
-        assert changes(stack.up()) == {"create": 6}  # the six tenants of the second project (its component exists)
+        # The six tenants of the second project and its nats account (its component exists).
+        assert changes(stack.up()) == {"create": 7}
     finally:
         for proxy in proxies.values():
             proxy.stop()
