@@ -2,7 +2,7 @@
 
 The previous release (PREVIOUS, checked out as a git worktree and put first on
 the program's and the provider's PYTHONPATH) brings up one project with
-explicit names on every engine; its resources record no `naming` and carry
+explicit names on every engine but NATS (`declarations` says why); its resources record no `naming` and carry
 owner-prefixed engine names (bucket `<p>-files` for `files`). The same stack
 then goes through the working tree's release: preview and up replace, rename
 and drop nothing; a second preview and a refresh find nothing to do; every
@@ -32,7 +32,6 @@ from tests.e2e.conftest import changes, e2e_stack, local_workspace, write_projec
 from tests.e2e.test_kafka import topic_exists
 from tests.e2e.test_localstack import aws
 from tests.e2e.test_minio import s3_as
-from tests.e2e.test_nats import stream_config
 from tests.e2e.test_postgres_database import database_exists
 from tests.kafka_clients import produce
 from tools.pulumi_env import ROOT
@@ -65,7 +64,12 @@ def secrets_of(admin) -> dict[str, str]:
 
 
 def declarations(p: str) -> list[dict]:
-    """Explicit names on every engine, each purge: true so the final destroy leaves the engines clean."""
+    """Explicit names on every engine but NATS, each purge: true so the final destroy leaves the engines clean.
+
+    NATS is left out: the previous release logs in to nats with the shared account's user and password,
+    which the engine in operator mode refuses, so it can make nothing there. A NATS upgrade goes through
+    the engine's start instead (streams of the former shared account move into their owners' accounts),
+    which tests/engines/test_engines_script.py's lifecycle tests cover."""
     entries = [
         {"uses": "pg", "kind": "database", "credentials": "generated"},
         {"uses": "pg", "kind": "user", "name": "reader", "credentials": "generated"},
@@ -75,8 +79,6 @@ def declarations(p: str) -> list[dict]:
         {"uses": "objects", "kind": "access_key", "credentials": "generated"},
         {"uses": "kafka", "kind": "topic", "name": "orders", "params": {"partitions": 1}},
         {"uses": "kafka", "kind": "acl", "credentials": "generated"},
-        {"uses": "events", "kind": "stream", "name": "x"},
-        {"uses": "events", "kind": "consumer", "name": "worker", "params": {"stream": "x"}},
         {"uses": "cache", "kind": "acl_user", "name": "cache", "credentials": "generated"},
         {"uses": "aws", "kind": "queue", "name": "jobs"},
     ]
@@ -177,7 +179,6 @@ def test_an_up_after_upgrading_keeps_what_the_previous_release_made(project_dir,
         assert before[f"objects/bucket/{p}-uploads"]["bucket"] == f"{p}-{p}-uploads"
         assert before["objects/bucket/files"]["bucket"] == f"{p}-files"
         assert before["kafka/topic/orders"]["topic"] == f"{p}.orders"
-        assert before["events/stream/x"]["stream"] == f"{p}_x"
         assert before["pg/user/reader"]["user"] == f"{p}_reader"
         print(f"previous release up: {time.monotonic() - started:.1f}s")
 
@@ -228,7 +229,6 @@ def test_an_up_after_upgrading_keeps_what_the_previous_release_made(project_dir,
             assert not bucket_exists(admin, bucket), bucket
         assert not database_exists(admin, p) and not role_exists(admin, f"{p}_reader")
         assert not topic_exists(admin, f"{p}.orders")
-        assert stream_config(admin, f"{p}_x") is None
         assert not aws("sqs").list_queues(QueueNamePrefix=f"{p}-").get("QueueUrls")
         with redis.Redis(host=REDIS[0], port=REDIS[1], username=admin["redis"].user,
                          password=admin["redis"].password) as client:
