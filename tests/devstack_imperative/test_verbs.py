@@ -65,8 +65,10 @@ def test_create_then_purge_round_trip(scratch, engine):
     assert yaml.safe_load(edited)["resources"][-1]["params"] == {param: value}  # parsed as YAML scalars
     observed = scratch.observe(engine, kind, name)
     assert observed is not None and observed.owner == scratch.project
-    # Targeted: the hand-written declaration was not applied along with it.
-    assert scratch.state_keys() == {f"{INSTANCES[engine]}/{kind}/{name}"}
+    # Targeted: the hand-written declaration was not applied along with it; a project's first NATS
+    # declaration brings the project's account.
+    implied = {f"events/account/{scratch.project}"} if engine == "nats" else set()
+    assert scratch.state_keys() == {f"{INSTANCES[engine]}/{kind}/{name}"} | implied
     assert f"{engine} {kind} {INSTANCES[engine]}/{kind}/{name}" in out and "created" in out
 
     # The same call again: nothing to change, file byte-identical.
@@ -82,7 +84,8 @@ def test_create_then_purge_round_trip(scratch, engine):
     else:
         code, out, err = scratch.verb(*[a.format(name=name) for a in rm_argv], "--purge-data")
         assert code == 0, err
-        assert "dropped (1 delete, 1 update" in out
+        # The project's last NATS declaration takes its account along, purged as it is.
+        assert ("dropped (2 delete, 2 update" if implied else "dropped (1 delete, 1 update") in out, out
     assert scratch.file.read_text() == original
     assert scratch.observe(engine, kind, name) is None
     assert scratch.state_keys() == set()
@@ -283,7 +286,7 @@ def test_a_fully_qualified_workspace_names_the_same_stack(scratch):
     where = ["--workspace", f"organization/{STACK}", "--work-dir", str(scratch.work), "--yes"]
     assert cli.main(["stream", "add", name, *where]) == 0, scratch.capsys.readouterr().err
     assert scratch.observe("nats", "stream", name) is not None
-    assert scratch.state_keys() == {f"events/stream/{name}"}
+    assert scratch.state_keys() == {f"events/stream/{name}", f"events/account/{scratch.project}"}
     assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 0, scratch.capsys.readouterr().err
     assert scratch.observe("nats", "stream", name) is None and scratch.state_keys() == set()
 
@@ -310,7 +313,8 @@ def test_a_purge_whose_removal_step_fails_says_what_the_file_keeps(scratch, monk
     assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 8
     err = scratch.capsys.readouterr().err
     assert "keeps `purge: true`, as the ledger now does (run the command again)" in err and "as it was" not in err
-    assert "purge: true" in scratch.file.read_text() and scratch.state_keys() == {f"events/stream/{name}"}
+    assert "purge: true" in scratch.file.read_text()
+    assert scratch.state_keys() == {f"events/stream/{name}", f"events/account/{scratch.project}"}
     assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 0, scratch.capsys.readouterr().err
     assert scratch.observe("nats", "stream", name) is None and scratch.state_keys() == set()
 
@@ -398,7 +402,8 @@ def test_two_creates_at_once_on_one_workspace_both_succeed(scratch):
     print(f"both created in {took:.1f}s; the second waited: {waited[0].splitlines()[0]}")
     declared = {(entry["kind"], entry.get("name")) for entry in yaml.safe_load(scratch.file.read_text())["resources"]}
     assert {("queue", queue_name), ("stream", stream_name)} <= declared
-    assert scratch.state_keys() == {f"aws/queue/{queue_name}", f"events/stream/{stream_name}"}
+    assert scratch.state_keys() == {f"aws/queue/{queue_name}", f"events/stream/{stream_name}",
+                                    f"events/account/{scratch.project}"}
     assert scratch.observe("nats", "stream", stream_name) is not None
     assert scratch.observe("localstack", "queue", queue_name) is not None
 
@@ -530,5 +535,6 @@ def test_json_reports_and_quiet_runs(scratch, validator):
     assert code == 0, err
     removed = json.loads(out)
     validator("alias-rm.schema.json", removed)
-    assert (removed["action"], removed["data_dropped"], removed["changes"]) == ("remove", True, {"delete": 1, "update": 1})
+    # The stream and the project's account it was the last NATS declaration of.
+    assert (removed["action"], removed["data_dropped"], removed["changes"]) == ("remove", True, {"delete": 2, "update": 2})
     assert scratch.observe("nats", "stream", name) is None
