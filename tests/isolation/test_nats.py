@@ -30,6 +30,8 @@ from tests.isolation.conftest import Matrix, Tenants
 ENGINE = "nats"
 #: How long a refused publish or subscribe waits for the server's asynchronous -ERR.
 REFUSAL_WAIT = 5.0
+#: How long, once the server has answered the flush, nats-py may take to hand its -ERR to error_cb.
+ERROR_CALLBACK_WAIT = 1.0
 
 
 class PermissionsViolation(Exception):
@@ -93,10 +95,14 @@ class Refusals:
 
     async def raise_if_refused(self, nc: Any, what: str) -> None:
         """After `what` was sent: raise PermissionsViolation when the server refused it. The server answers
-        a PING after it has processed what came before, so a flush settles it."""
+        a PING after it has processed what came before, so its -ERR precedes the flush's PONG; nats-py hands
+        it to error_cb in a task of its own, which may run a moment after the flush returns."""
         await nc.flush(timeout=REFUSAL_WAIT)
-        if self.errors:
-            raise PermissionsViolation(f"{what}: {self.errors[0]}")
+        try:
+            await asyncio.wait_for(self.arrived.wait(), timeout=ERROR_CALLBACK_WAIT)
+        except asyncio.TimeoutError:
+            return
+        raise PermissionsViolation(f"{what}: {self.errors[0]}")
 
     async def refused_or(self, nc: Any, what: str, call: Awaitable[object]) -> None:
         """Run a JetStream API `call` whose request the server may refuse: a refused request never gets
