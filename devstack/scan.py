@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from providers.base import marker_field, marker_owner
-from providers.errors import InvalidSpec
+from providers.errors import InvalidSpec, Unsupported
 from providers.identity import CURRENT_NAMING, PREFIXED
 from providers.instances import SharedInstance
 
@@ -428,7 +428,10 @@ def scan_nats(instance: SharedInstance, kinds: set[str]) -> list[Found]:
                 streams += await _stream_found(session, instance, info, kinds)
             return streams
 
-        found += nt.observed(instance, owner, work) or []
+        try:
+            found += nt.observed(instance, owner, work) or []
+        except Unsupported:
+            continue  # no JetStream in that account (its limits did not fit the server): nothing in it to list
     return found
 
 

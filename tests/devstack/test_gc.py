@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nkeys
 import psycopg
 import pytest
 import redis as redis_py
@@ -38,7 +39,7 @@ from devstack.errors import Aborted
 from devstack.scan import Found, declaration_name
 from components.yamlfile import encryption_salt
 from providers.base import marker_workspace
-from providers import registry, s3
+from providers import nats_auth, registry, s3
 from providers.errors import EngineUnavailable
 from providers.identity import PREFIXED, Identity
 from providers.instances import instances_from_config
@@ -74,6 +75,7 @@ def orphan_plan(p: str) -> list[tuple[str, str, str, str, dict]]:
         ("localstack", "aws", "topic", "t", {}),
         ("localstack", "aws", "stream", "s", {}),
         ("localstack", "aws", "table", "tb", {"hashKey": "id"}),
+        ("nats", "events", "account", p, {}),
         ("nats", "events", "stream", p, {}),
         ("nats", "events", "consumer", "c", {"stream": p}),
         ("nats", "events", "kv", "kv", {}),
@@ -115,13 +117,14 @@ def plant_foreign(config, p: str) -> dict[str, tuple[str, str]]:
         client.acl_setuser(f"{p}-foreign", enabled=False)
     s3.aws_client(instances["objects"], "s3").create_bucket(Bucket=f"x{p}-foreign")
     s3.aws_client(instances["aws"], "sqs").create_queue(QueueName=f"{p}-foreign")
-    # In the project's account (its orphan stream made it): an unmarked stream there is foreign.
-    _nats(instances["events"], p, lambda js: js.add_stream(name=f"{p}_foreign", subjects=[f"{p}foreign.>"]))
+    # An account the operator signed without devstack's marker: gc lists it, never looks inside.
+    _nats_system(instances["events"], lambda nc: nc.request("$SYS.REQ.CLAIMS.UPDATE", _foreign_account(
+        instances["events"], p)[1].encode(), timeout=10))
     kafka = _kafka(instances["kafka"])
     kafka.create_topics([NewTopic(f"{p}.foreign", 1, 1)])[f"{p}.foreign"].result(timeout=30)
     return {"postgres": ("database", f"{p}_foreign"), "redis": ("acl_user", f"{p}-foreign"),
             "minio": ("bucket", f"x{p}-foreign"), "localstack": ("queue", f"{p}-foreign"),
-            "nats": ("stream", f"{p}_foreign"), "kafka": ("topic", f"{p}.foreign")}
+            "nats": ("account", f"{p}_foreign"), "kafka": ("topic", f"{p}.foreign")}
 
 
 def remove_foreign(config, p: str) -> None:
@@ -132,7 +135,8 @@ def remove_foreign(config, p: str) -> None:
         lambda: s3.aws_client(instances["objects"], "s3").delete_bucket(Bucket=f"x{p}-foreign"),
         lambda: s3.aws_client(instances["aws"], "sqs").delete_queue(
             QueueUrl=s3.aws_client(instances["aws"], "sqs").get_queue_url(QueueName=f"{p}-foreign")["QueueUrl"]),
-        lambda: _nats(instances["events"], p, lambda js: js.delete_stream(f"{p}_foreign")),
+        lambda: _nats_system(instances["events"], lambda nc: nc.request("$SYS.REQ.CLAIMS.DELETE", _operator(
+            instances["events"]).deletion_jwt([_foreign_account(instances["events"], p)[0]]).encode(), timeout=10)),
         lambda: _delete_topic(instances["kafka"], f"{p}.foreign"),
     ):
         try:
@@ -168,6 +172,30 @@ def _nats(instance, owner: str, work):
                                 allow_reconnect=False, connect_timeout=5)
         try:
             return await work(nc.jetstream(timeout=10))
+        finally:
+            await nc.close()
+
+    return asyncio.run(main())
+
+
+def _operator(instance) -> nats_auth.Operator:
+    return nats_auth.Operator.from_secret(instance.password())
+
+
+def _foreign_account(instance, p: str) -> tuple[str, str]:
+    """(public key, JWT) of an account named `<p>_foreign` the operator signs without devstack's marker."""
+    operator = _operator(instance)
+    key = nats_auth.derived_key(operator.signing.seed, f"foreign:{p}", nkeys.PREFIX_BYTE_ACCOUNT)
+    return nats_auth.public(key), operator.account_jwt(key, f"{p}_foreign", description="", jetstream=None)
+
+
+def _nats_system(instance, work):
+    """Run `work` with a connection of devstack's admin in the system account."""
+    async def main():
+        nc = await nats.connect(f"nats://{instance.address}", **admin_credential(instance.password()),
+                                allow_reconnect=False, connect_timeout=5)
+        try:
+            return await work(nc)
         finally:
             await nc.close()
 
