@@ -69,6 +69,20 @@ class Engines:
 
         return asyncio.run(main())
 
+    def system(self, work) -> Any:
+        """Run `work(nc)` with a connection of devstack's admin in the NATS system account (accounts' JWTs)."""
+        host, port = self.at["nats"]
+
+        async def main() -> Any:
+            nc = await nats.connect(servers=[f"nats://{host}:{port}"],
+                                    **admin_credential(self.admin["nats"].password), allow_reconnect=False)
+            try:
+                return await work(nc)
+            finally:
+                await nc.close()
+
+        return asyncio.run(main())
+
     def kafka(self) -> AdminClient:
         host, port = self.at["kafka"]
         cred = self.admin["kafka"]

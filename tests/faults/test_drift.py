@@ -80,3 +80,41 @@ def test_a_name_another_project_took_over_is_never_touched(project_dir, offline_
     finally:
         stack_b.destroy()
         stack_a.destroy()
+
+
+def test_a_nats_account_deleted_or_changed_behind_pulumis_back(project_dir, offline_env, pulumi_command, admin,
+                                                              shared, prefix):
+    """The implied account: limits set by hand are drift the next up puts back; an account deleted by hand
+    (its stream out of reach with it) leaves the ledger at refresh, and the next up makes both again."""
+    from providers import nats_auth
+    from providers.nats import AccountSpec, account_claims, account_description, account_params
+
+    changed, dropped = f"{prefix}-limits", f"{prefix}-acct"
+    files = [write_project(project_dir, name, [{"uses": "events", "kind": "stream", "purge": True}])
+             for name in (changed, dropped)]
+    stack = new_stack(project_dir, offline_env, pulumi_command)
+    configure(stack, files, shared, admin)
+    engines = Engines(shared, admin)
+    operator = nats_auth.Operator.from_secret(admin["nats"].password)
+
+    def claims(project: str) -> dict | None:
+        key = nats_auth.public(operator.account_key(project))
+        return engines.system(lambda nc: account_claims(nc, key))
+
+    try:
+        assert changes(stack.up()) == {"create": 2 + 2 + 2 + 2}  # stack, workspace, 2 projects, 2 streams, 2 accounts
+        by_hand = operator.account_jwt(operator.account_key(changed), changed, description=account_description(
+            claims(changed)), jetstream={"mem_storage": -1, "disk_storage": -1, "streams": 1})
+        engines.system(lambda nc: nc.request("$SYS.REQ.CLAIMS.UPDATE", by_hand.encode(), timeout=10))
+        engines.system(lambda nc: nc.request("$SYS.REQ.CLAIMS.DELETE", operator.deletion_jwt(
+            [nats_auth.public(operator.account_key(dropped))]).encode(), timeout=10))
+
+        # Refresh: the changed limits are recorded; the deleted account and the stream in it leave the ledger.
+        assert changes(stack.refresh()) == {"update": 1, "delete": 2}
+        assert changes(stack.up()) == {"update": 1, "create": 2}
+        assert account_params(claims(changed)) == AccountSpec().model_dump()
+        assert account_params(claims(dropped)) == AccountSpec().model_dump()
+        assert engines.jetstream(dropped, lambda js: js.stream_info(dropped)).config.name == dropped
+        assert changes(stack.preview()) == {}
+    finally:
+        stack.destroy()
