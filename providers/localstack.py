@@ -729,12 +729,8 @@ def iam_user_name(name: str, owner: str, *, naming: int) -> str:
     """The IAM user (one per access_key): the name sanitized, or owner-prefixed (PREFIXED)."""
     if naming != PREFIXED:
         return naming_rules.kinesis_dynamodb(name, length=(1, 64))
-    mapped = s3.prefixed(name, owner)
-    rule = s3.name_rule(mapped, service="IAM user", length=(1, 64), charset=_IAM_USER_CHARS,
-                        allowed="letters, digits, '_', '-' and '.'")
-    if rule:
-        raise InvalidSpec("map", f"IAM user name {mapped!r}", rule)
-    return mapped
+    return s3.prefixed_name(name, owner, service="IAM user", length=(1, 64), charset=_IAM_USER_CHARS,
+                            allowed="letters, digits, '_', '-' and '.'")
 
 
 def resource_arns(kind: str, name: str, region: str, account: str) -> list[str]:

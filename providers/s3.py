@@ -201,6 +201,16 @@ def tag_dict(tags: list[dict[str, str]]) -> dict[str, str]:
     return {tag["Key"]: tag.get("Value", "") for tag in tags}
 
 
+def prefixed_name(name: str, owner: str, *, service: str, length: tuple[int, int], charset: re.Pattern[str],
+                  allowed: str) -> str:
+    """`prefixed(name, owner)` when it keeps `service`'s naming rules; InvalidSpec naming the broken one."""
+    mapped = prefixed(name, owner)
+    rule = name_rule(mapped, service=service, length=length, charset=charset, allowed=allowed)
+    if rule:
+        raise InvalidSpec("map", f"{service} name {mapped!r}", rule)
+    return mapped
+
+
 def name_rule(mapped: str, *, service: str, length: tuple[int, int], charset: re.Pattern[str], allowed: str) -> str | None:
     """The first naming rule `mapped` breaks, or None: length first, then characters."""
     low, high = length

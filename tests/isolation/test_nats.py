@@ -25,7 +25,7 @@ from nats.js.errors import NotFoundError
 
 from providers import nats_auth
 from providers.nats import run_private
-from tests.isolation.conftest import Matrix, Tenants
+from tests.isolation.conftest import Matrix, Op, Tenants, cases
 
 ENGINE = "nats"
 #: How long a refused publish or subscribe waits for the server's asynchronous -ERR.
@@ -178,35 +178,32 @@ async def create_stream(nc, js, where: Target, refusals: Refusals) -> None:
     await refusals.refused_or(nc, f"create a stream on {where.stream}'s subjects", js.add_stream(config))
 
 
-@dataclass(frozen=True)
-class Op:
-    name: str
-    act: Callable[..., Awaitable[object]]
-    own: bool = True
+def acting(act: Callable[..., Awaitable[object]]) -> Callable[[Tenants, str], None]:
+    """`act` with A's user on that project's stream, consumer and bucket."""
+    return lambda tenants, project: as_a(tenants, act, target(tenants, project))
 
 
 OPS = [
-    Op("read: stream info", stream_info),
-    Op("read: fetch from consumer", fetch),
-    Op("read: subscribe to subjects", subscribe),
-    Op("read: kv get", kv_put_get),
-    Op("write: publish to stream", publish_to_stream),
-    Op("write: core publish", publish_core),
-    Op("list: kv keys", kv_keys),
-    Op("delete: purge stream", purge),
-    Op("delete: kv delete", kv_delete),
+    Op("read: stream info", acting(stream_info)),
+    Op("read: fetch from consumer", acting(fetch)),
+    Op("read: subscribe to subjects", acting(subscribe)),
+    Op("read: kv get", acting(kv_put_get)),
+    Op("write: publish to stream", acting(publish_to_stream)),
+    Op("write: core publish", acting(publish_core)),
+    Op("list: kv keys", acting(kv_keys)),
+    Op("delete: purge stream", acting(purge)),
+    Op("delete: kv delete", acting(kv_delete)),
     # Tenant users manage no streams, their own included: devstack makes them from the declarations.
-    Op("administer: delete stream", delete_stream, own=False),
-    Op("administer: update stream", update_stream, own=False),
-    Op("administer: create stream", create_stream, own=False),
+    Op("administer: delete stream", acting(delete_stream), own=False),
+    Op("administer: update stream", acting(update_stream), own=False),
+    Op("administer: create stream", acting(create_stream), own=False),
 ]
 
 
-@pytest.mark.parametrize("op,target_", [pytest.param(op, t, id=f"{op.name}-{t}") for op in OPS
-                                        for t in (("own", "other") if op.own else ("other",))])
+@pytest.mark.parametrize("op,target_", cases(OPS))
 def test_nats(tenants: Tenants, matrix: Matrix, op: Op, target_: str) -> None:
-    where = target(tenants, tenants.a if target_ == "own" else tenants.b)
-    matrix.check(ENGINE, op.name, target_, lambda: as_a(tenants, op.act, where), denied)
+    project = tenants.a if target_ == "own" else tenants.b
+    matrix.check(ENGINE, op.name, target_, lambda: op.run(tenants, project), denied)
 
 
 def test_nats_admin_ops_refused_on_own_account(tenants: Tenants) -> None:

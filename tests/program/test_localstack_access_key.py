@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pulumi
-import pytest
 import yaml
 
 from components.validation import validate
-from tests.program.test_expansion import RecordingMocks
+from tests.program.test_expansion import mocks  # noqa: F401 - the fixture
 
 PROJECT = {
     "services": {"worker": {"uses": ["aws"], "env": {"import": [
@@ -26,14 +24,6 @@ PROJECT = {
         {"uses": "aws", "kind": "access_key", "credentials": "generated"},
     ],
 }
-
-
-@pytest.fixture
-def mocks():
-    asyncio.set_event_loop(asyncio.new_event_loop())
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="devstack", stack="test", preview=False)
-    return mocks
 
 
 @pulumi.runtime.test
