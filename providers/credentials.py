@@ -2,7 +2,8 @@
 
 predictable: the dev-credential model of spec 27. The password of every login
 devstack makes (a PostgreSQL database's role and every `user`, a Redis
-`acl_user`, a Kafka `acl` principal, a MinIO access key's secret) is the
+`acl_user`, a Kafka `acl` principal, a MinIO access key's secret; a NATS
+`user`'s nkey is derived from it) is the
 project's name as devstack.yaml's `name:` writes it, so the documented DSN
 `postgres://acme:acme@<host>:<port>/acme` logs in, and nothing secret is
 stored. They are shared dev credentials: anyone who knows the project's name
