@@ -538,13 +538,14 @@ def test_only_the_named_engines_modules_are_imported(engines_dir):
 
 def test_start_timeout_names_engine_address_and_log_and_leaves_nothing(engines_dir):
     probe = (
+        "from tools.engines.credentials import AdminCredential\n"
         "from tools.engines.localstack import LocalStack\n"
         "class Never(LocalStack):\n"
         "    name, port, start_timeout = 'never-healthy', 24599, 2\n"
         "    def healthy(self): return False\n"
         "engine = Never()\n"
         "try:\n"
-        "    engine.start(None)\n"
+        "    engine.start(AdminCredential('devstack-admin', 'never-used-secret'))\n"
         "except Exception as exc:\n"
         "    print(exc)\n"
         "print('running', engine.running_pid(), 'pid-file', engine.pid_file.exists())\n"
