@@ -23,7 +23,7 @@ import redis as redis_py
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from nats.js.api import StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 from psycopg import sql
 
 from bench.workload import Workload
@@ -139,21 +139,40 @@ def localstack(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
 
 
 def nats_streams(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
-    async def main() -> None:
-        nc = await nats.connect(servers=[f"nats://{address[0]}:{address[1]}"], user=cred.user,
-                                password=cred.password, allow_reconnect=False)
+    """Each owner's account (pushed through the system account), then its stream, in that account."""
+    from providers import nats_auth
+    from providers.nats import account_claims, account_jwt, admin_credential
+
+    operator = nats_auth.Operator.from_secret(cred.password)
+    url = f"nats://{address[0]}:{address[1]}"
+
+    async def stream(owner: str) -> None:
+        nc = await nats.connect(servers=[url], **admin_credential(cred.password, owner), allow_reconnect=False)
         try:
             js = nc.jetstream(timeout=10)
-            for owner in owners:
+            for _ in range(250):  # a new account's JetStream answers a moment after its push
                 try:
                     await js.stream_info(owner)
-                    continue
+                    return
                 except NotFoundError:
-                    pass
-                meta = {f"devstack.{k}": v for k, v in json.loads(marker(owner)).items()}
-                await js.add_stream(StreamConfig(name=owner, subjects=[f"{owner}.>"], metadata=meta))
+                    break
+                except ServiceUnavailableError:
+                    await asyncio.sleep(0.02)
+            meta = {f"devstack.{k}": v for k, v in json.loads(marker(owner)).items()}
+            await js.add_stream(StreamConfig(name=owner, subjects=[f"{owner}.>"], metadata=meta))
         finally:
             await nc.close()
+
+    async def main() -> None:
+        system = await nats.connect(servers=[url], **admin_credential(cred.password), allow_reconnect=False)
+        try:
+            for owner in owners:
+                if await account_claims(system, nats_auth.public(operator.account_key(owner))) is None:
+                    await system.request("$SYS.REQ.CLAIMS.UPDATE",
+                                         account_jwt(operator, owner, "bench-direct").encode(), timeout=10)
+                await stream(owner)
+        finally:
+            await system.close()
 
     asyncio.run(main())
 
