@@ -548,6 +548,8 @@ async def push_new_account(system: Session, instance: SharedInstance, owner: str
     while True:
         try:
             session = await _SESSIONS.session(instance, owner)
+            if not session.nc._server_info.get("jetstream"):
+                return  # a server without JetStream: the login is all there is to wait for (INFO says so)
             await session.js.account_info()
             return
         except AccountMissing:

@@ -328,7 +328,7 @@ def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(san
     assert f"redis/cache/acl_user/{a}@{a}" not in report["dropped"] + report["already_gone"]
     assert f"127.0.0.1:{down['cache']['port']}" in report["error"] and report["error"] in stopped.stderr
     assert not database_exists(admin, db_a) and acl_user_exists(admin, local_shared, a)
-    assert sandbox.cli_json("resource", "list", "-w", "half")["total"] == 4
+    assert sandbox.cli_json("resource", "list", "-w", "half")["total"] == 5  # with the implied nats account
 
 
 def test_env_warns_while_the_last_up_failed(sandbox, admin, local_shared, names):

@@ -47,6 +47,10 @@ def write_project(work: Path, name: str, resources: list[dict]) -> str:
     return f"{name}/devstack.yaml"
 
 
+#: The tenant resources a project of `every_engine()` has: one per engine, and its NATS account (implied).
+PER_PROJECT = len(MIX) + 1
+
+
 def every_engine(purge: bool = True) -> list[dict]:
     """One declaration per engine, purged on removal so a destroy leaves nothing."""
     return [{"uses": instance, "kind": kind, "purge": purge} for instance, (_e, kind) in MIX.items()]

@@ -30,7 +30,7 @@ from bench.memory import descendants
 from bench.sweep import sweep
 from devstack import ledger
 from devstack.errors import EngineError
-from tests.faults.conftest import MIX, changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
+from tests.faults.conftest import MIX, PER_PROJECT, changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
 from tools.pulumi_env import BIN_DIR
 
 # Bounded: a hung pulumi run fails this test instead of holding up the suite.
@@ -68,7 +68,7 @@ def kill_mid_run(work: Path, env: dict[str, str], log: Path, at_least: int, time
     children = descendants(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert progress(env)[0] < PROJECTS * len(MIX), "the run finished before it could be killed"
+    assert progress(env)[0] < PROJECTS * PER_PROJECT, "the run finished before it could be killed"
     time.sleep(1)  # in-flight provider calls finish on their own, as they would for a user
     for pid in children:  # the orphaned language host and provider: ours, ended by pid
         try:
@@ -101,7 +101,7 @@ def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_
         # The ledger matches the engines: every declaration recorded once, every engine object there once.
         state = checkpoint(offline_env, "faults")
         assert not state.get("pending_operations")
-        assert len(tenants(state)) == PROJECTS * len(MIX)
+        assert len(tenants(state)) == PROJECTS * PER_PROJECT
         ids = [r["id"] for r in state["resources"] if r["type"].startswith("pulumi-python:dynamic")]
         assert len(set(ids)) == len(ids)
         expected = {engine: PROJECTS * OBJECTS.get(engine, 1) for engine, _kind in MIX.values()}
@@ -138,7 +138,7 @@ def test_recover_repairs_metadata_a_kill_left_empty(project_dir, offline_env, pu
         assert recovery.repaired == [str(attrs)] and recovery.pending_cleared == 0
         validator("recover.schema.json", recovery.as_json())
         assert changes(stack.preview()) == {}
-        assert len(tenants(checkpoint(offline_env, "faults"))) == len(MIX)
+        assert len(tenants(checkpoint(offline_env, "faults"))) == PER_PROJECT
     finally:
         stack.destroy()
 

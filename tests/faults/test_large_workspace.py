@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.conftest import changes, configure, every_engine, new_stack, write_project
+from tests.faults.conftest import PER_PROJECT, changes, configure, every_engine, new_stack, write_project
 
 # Bounded: a hung pulumi run fails this test instead of holding up the suite.
 pytestmark = pytest.mark.timeout(300)
 
-PROJECTS = 170  # one declaration per engine each: 1,020 tenant resources
+PROJECTS = 170  # one declaration per engine each and the implied NATS account: 1,190 tenant resources
 
 
 def test_a_workspace_of_over_a_thousand_resources_previews(project_dir, offline_env, pulumi_command, admin, shared):
     files = [write_project(project_dir, f"big{i:03d}", every_engine()) for i in range(PROJECTS)]
     stack = new_stack(project_dir, offline_env, pulumi_command)
     configure(stack, files, shared, admin)
-    tenants = PROJECTS * len(every_engine())
+    tenants = PROJECTS * PER_PROJECT
     # The stack and the workspace, a component per project, and every tenant resource.
     assert changes(stack.preview()) == {"create": 2 + PROJECTS + tenants}
