@@ -157,12 +157,12 @@ class Runner:
 
     def noop(self, stack: auto.Stack, workload: wl.Workload, label: str) -> float:
         seconds, up = self.timed(f"{label} (b) no-op up", stack.up, rss="noop")
-        _expect(up, "create", _expected_resources(workload))
+        _expect(up, "create", _expected_resources(workload, implied=False))
         return seconds
 
     def ours(self, stack: auto.Stack, workload: wl.Workload, label: str) -> float:
         seconds, up = self.timed(f"{label} devstack up", stack.up, rss="devstack")
-        _expect(up, "create", _expected_resources(workload))
+        _expect(up, "create", _expected_resources(workload, implied=True))
         live = sweep.sweep(workload.prefix, self.shared, self.admin, dry_run=True)
         if sum(live.values()) != _expected_objects(workload):
             raise RuntimeError(f"after up the engines hold {live}, expected {_expected_objects(workload)} objects")
@@ -246,9 +246,11 @@ class Runner:
         return sum(left.values())
 
 
-def _expected_resources(workload: wl.Workload) -> int:
-    """Pulumi resources an up creates: stack, workspace, one component per project, N tenants."""
-    return 2 + len(workload.projects) + workload.size
+def _expected_resources(workload: wl.Workload, *, implied: bool) -> int:
+    """Pulumi resources an up creates: stack, workspace, one component per project, N tenants, and (ours,
+    `implied`) the NATS account the program adds to each project with a NATS declaration."""
+    with_nats = {project for project, _instance, engine, _kind in workload.resources() if engine == "nats"}
+    return 2 + len(workload.projects) + workload.size + (len(with_nats) if implied else 0)
 
 
 def _expected_objects(workload: wl.Workload) -> int:
