@@ -328,8 +328,8 @@ def test_stream_retained_delete_keeps_messages_and_purged_delete_drops(stream, o
 
 def test_streams_of_two_projects_with_one_name_live_apart_in_their_accounts(stream, owner, js):
     """Project `<owner>` declares "b" -> `<owner>_b`; project `<owner>_b`'s default stream maps there too.
-    On the former shared account the second create was a conflict; now each project's stream lives in its
-    own account, so both exist, each with its own marker, and neither sees the other's."""
+    Each project's stream lives in its own account, so both exist, each with its own marker, and neither
+    sees the other's."""
     stream.create(checked(stream, props("nats", "events", "stream", "b", owner)))
     before = stream_config(js, f"{owner}_b")
     other = f"{owner}_b"
@@ -705,9 +705,9 @@ def test_consumer_marked_for_another_project_is_a_conflict(consumer, owner, owne
 
 
 def test_consumer_cannot_bind_to_a_stream_in_another_projects_account(consumer, stream, owner, js):
-    """On the former shared account, `<owner>`'s declaration "b" named project `<owner>_b`'s default stream
-    and the create was a conflict; now that stream is in `<owner>_b`'s account, out of `<owner>`'s sight:
-    the consumer's stream does not exist, and nothing is made in either account."""
+    """`<owner>`'s stream "b" names the engine object project `<owner>_b`'s default stream has, but that
+    stream is in `<owner>_b`'s account, out of `<owner>`'s sight: the consumer's stream does not exist,
+    and nothing is made in either account."""
     other = f"{owner}_b"
     stream.create(checked(stream, props("nats", "events", "stream", other, other)))
     with pytest.raises(NotFound, match=r"its stream 'b' \(" + other + r"\) does not exist"):
@@ -868,8 +868,8 @@ def test_foreign_kv_bucket_is_a_conflict_and_untouched(kv, owner, js):
 
 
 def test_kv_buckets_of_two_projects_with_one_name_live_apart_in_their_accounts(kv, owner, js):
-    """On the former shared account, project `<owner>_cache`'s default bucket met `<owner>`'s "cache" and
-    was a conflict; now each lives in its project's account, with its own marker and values."""
+    """Project `<owner>_cache`'s default bucket and `<owner>`'s "cache" share an engine name; each lives in
+    its project's account, with its own marker and values."""
     mine = kv.create(kv_inputs(kv, owner, name="cache")).outs
     other = f"{owner}_cache"
     theirs = kv.create(kv_inputs(kv, other)).outs

@@ -779,7 +779,7 @@ def test_tenants_cannot_connect_to_the_servers_databases_and_a_start_closes_them
     with pytest.raises(psycopg.OperationalError, match=refused):
         connect(mine, server_db)
     grant = sql.SQL("GRANT CONNECT ON DATABASE {} TO PUBLIC").format(sql.Identifier(server_db))
-    admin_conn.execute(grant)  # as on a server an earlier release ran
+    admin_conn.execute(grant)  # PostgreSQL's default, as on a server devstack does not run
     try:
         connect(mine, server_db).close()
         assert "already running" in ENGINE.start(admin["postgres"])

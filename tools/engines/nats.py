@@ -8,9 +8,9 @@ time by the providers, and the server keeps them in `<data>/accounts`. The
 operator and system account keys derive from the stack's admin secret
 (providers.nats_auth); the config holds only their public JWTs.
 
-Streams the engine kept in its former single account (`DEVSTACK`, password
-auth) are moved, at start, into the account of the project their marker names;
-the start reports each one, and any it could not place stays where it was.
+A store with streams in a single password-auth account (`DEVSTACK`) has them
+moved, at start, into the account of the project their marker names; the start
+reports each one, and any it could not place stays where it was.
 """
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class Postgres(Engine):
         A no-op when the admin can already log in over TCP with it; otherwise
         the role is created or its password replaced (a new credential is
         thereby re-applied to existing data). Runs on every start, cold or
-        not, so the revoke also reaches a server started by an earlier release."""
+        not, so the revoke also reaches a running server and a data dir that still grants CONNECT."""
         credential = self.require(credential)
         self.close_maintenance_database()
         if self._admin_can_login(credential):
