@@ -120,13 +120,13 @@ def localstack(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) 
 
 def nats_streams(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) -> int:
     """The streams in the accounts of projects named `prefix...`; unless dry_run, the accounts go too."""
-    from providers.nats import account_claims, admin_credential, all_accounts
+    from providers.nats import account_claims, account_description, admin_credential, all_accounts
 
     async def main() -> int:
         url = f"nats://{address[0]}:{address[1]}"
         system = await nats.connect(servers=[url], **admin_credential(cred.password), allow_reconnect=False)
         try:
-            owners = [marker_owner(str((claims.get("nats") or {}).get("description") or "")) or ""
+            owners = [marker_owner(account_description(claims)) or ""
                       for key in await all_accounts(system) if (claims := await account_claims(system, key))]
             owners = [owner for owner in owners if owner.startswith(prefix)]
             count = 0

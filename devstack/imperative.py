@@ -330,17 +330,18 @@ class Target:
         """
         resource, *ancestors = self.urns()
         present = self.workspace.state_urns()
-        missing = [urn for urn in [*self._implied_urns(), *ancestors] if urn not in present]
+        implied = self._implied_urns(resource)
+        missing = [urn for urn in [*implied, *ancestors] if urn not in present]
         # What the program adds beside it follows it: made with the first, purged with the last.
-        implied = [urn for urn in self._implied_urns() if urn in present]
+        implied = [urn for urn in implied if urn in present]
         return [resource] + implied + missing, not missing
 
-    def _implied_urns(self) -> list[str]:
+    def _implied_urns(self, resource: str) -> list[str]:
         """The URNs of what the program adds beside the resource and it is made after (a NATS stream's
         account): targeted with it, so a project's first such resource brings it and the removal of its
         last one (with its purge) takes it along."""
         kinds = registry.kinds(self.instance.engine)
-        prefix, _ = self.urns()[0].split(f"dynamic/{self.instance.engine}:{self.kind}::")
+        prefix, _ = resource.split(f"dynamic/{self.instance.engine}:{self.kind}::")
         return [f"{prefix}dynamic/{self.instance.engine}:{kind}::{self.project.name}/{self.instance.name}/{kind}/"
                 f"{self.project.name}" for kind in kinds[self.kind].after_kinds if kinds[kind].implied]
 

@@ -468,13 +468,14 @@ ACCOUNT_LIMITS = {"max_memory": "mem_storage", "max_storage": "disk_storage", "m
 
 
 def account_jwt(operator: Any, owner: str, stack: str, spec: AccountSpec | None = None,
-                revocations: Mapping[str, int] | None = None) -> str:
-    """Project `owner`'s account JWT: JetStream with `spec`'s limits (the defaults when None), the marker."""
+                revocations: Mapping[str, int] | None = None, marker: str | None = None) -> str:
+    """Project `owner`'s account JWT: JetStream with `spec`'s limits (the defaults when None), the marker
+    for `stack` (or `marker`, the live one kept as it is)."""
     spec = spec or AccountSpec()
     limits = {claim: getattr(spec, field) for field, claim in ACCOUNT_LIMITS.items()}
     return operator.account_jwt(operator.account_key(owner), naming_rules.nats(owner),
-                                description=account_marker(owner, stack), jetstream=limits,
-                                revocations=dict(revocations or {}))
+                                description=marker if marker is not None else account_marker(owner, stack),
+                                jetstream=limits, revocations=dict(revocations or {}))
 
 
 def account_params(claims: Mapping[str, Any]) -> dict[str, Any]:
@@ -1485,12 +1486,9 @@ class User(NatsKind):
                     await push_new_account(system, instance, ident.owner,
                                            lambda: account_jwt(operator, ident.owner, stack))
                     return
-                spec = AccountSpec.model_validate(account_params(live))
-                await push_account(system.nc, operator.account_jwt(
-                    operator.account_key(ident.owner), naming_rules.nats(ident.owner),
-                    description=account_description(live),
-                    jetstream={claim: getattr(spec, field) for field, claim in ACCOUNT_LIMITS.items()},
-                    revocations=revocations), ident.owner)
+                await push_account(system.nc, account_jwt(
+                    operator, ident.owner, stack, AccountSpec.model_validate(account_params(live)), revocations,
+                    marker=account_description(live)), ident.owner)
 
         run(instance, work)
 

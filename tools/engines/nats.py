@@ -26,7 +26,6 @@ BINARY = "nats-server"
 MONITOR_PORT = 28222
 #: The single account of the password-auth config this engine ran before operator mode.
 SHARED_ACCOUNT = "DEVSTACK"
-MARKER_PREFIX = "devstack."
 
 
 class Nats(Engine):
@@ -151,13 +150,13 @@ def _issued_for(token: str | None, subject: str) -> bool:
 
 def _stream_marker(meta: Path) -> tuple[str | None, str]:
     """(owner, workspace) a stream's stored config names in its devstack metadata."""
+    from providers.nats import metadata_owner, metadata_workspace
+
     try:
         metadata = json.loads(meta.read_text()).get("metadata") or {}
     except (OSError, ValueError):
         return None, ""
-    if metadata.get(MARKER_PREFIX + "managed-by") != "devstack":
-        return None, ""
-    return metadata.get(MARKER_PREFIX + "owner"), metadata.get(MARKER_PREFIX + "stack", "")
+    return metadata_owner(metadata), metadata_workspace(metadata) or ""
 
 
 def _binary() -> str | None:
