@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 from psycopg import sql
 
 from providers import nats_auth
-from providers.base import marker_owner
+from providers.markers import marker_owner
 
 
 def postgres(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) -> int:

@@ -11,7 +11,7 @@ from components.dropped import Held, warn_of_drops
 from components.project import Project
 from components.validation import Validated, WorkspaceInvalid, validate
 from components.yamlfile import encryption_salt, load_yaml_if_usable, stack_config_file
-from providers.base import marker_workspace
+from providers.markers import marker_workspace
 from providers.instances import parse_object
 
 

@@ -50,6 +50,7 @@ from devstack.errors import DevstackError
 from devstack.ledger import short_stack_name
 from devstack.ledger_cli import add_output_options
 from providers import registry
+from providers.engine import NoAnswer, Probed, Rejected, Unfit
 from providers.errors import first_line
 from providers.instances import SharedInstance, instances_from_config, parse_object
 from tools.engines.credentials import LOCAL_STACK
@@ -139,31 +140,6 @@ def _plugin(bin_dir: Path) -> Part:
 # --- instances -----------------------------------------------------------------
 
 
-class Rejected(Exception):
-    """The instance answered but refused the admin credential."""
-
-
-class NoAnswer(Exception):
-    """The instance accepts connections but does not answer the admin check."""
-
-
-class Unfit(Exception):
-    """The admin logs in, but the instance is not fit for devstack (its admin lacks a power devstack
-    uses, or anyone may log in); the message says what, `fix` how."""
-
-    def __init__(self, problem: str, fix: str) -> None:
-        super().__init__(problem)
-        self.fix = fix
-
-
-@dataclass(frozen=True)
-class Probed:
-    """A probe's answer when it has more to say than the version: notes that leave the instance usable."""
-
-    version: str
-    notes: tuple[str, ...] = ()
-
-
 def _probe(instance: SharedInstance) -> Probed:
     """PROBES[engine](instance) in a thread of its own, abandoned after PROBE_LIMIT (it cannot be
     interrupted; a daemon, it never holds the report's exit). A probe returns the version, or a Probed."""
@@ -171,7 +147,8 @@ def _probe(instance: SharedInstance) -> Probed:
 
     def run() -> None:
         try:
-            outcome["version"] = PROBES[instance.engine](instance)
+            probe = PROBES.get(instance.engine) or registry.engine(instance.engine).probe
+            outcome["version"] = probe(instance)
         except BaseException as err:  # re-raised in the caller's thread
             outcome["error"] = err
 

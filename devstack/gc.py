@@ -16,7 +16,8 @@ from devstack.ledger import Filters, GcError, GcItem, GcReport, Tracked, drop_da
 from devstack.scan import Found, naming_mapping, scan
 from providers import errors as perr
 from providers import registry
-from providers.base import marked_stack, server_address
+from providers.base import server_address
+from providers.markers import marked_stack
 from providers.s3 import DEFAULT_REGION
 from providers.identity import Identity
 from providers.instances import SharedInstance, instances_from_config

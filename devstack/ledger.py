@@ -1333,7 +1333,7 @@ def collect_garbage(
     """
     from components.yamlfile import encryption_salt
     from devstack import gc as reconcile
-    from providers.base import marker_workspace
+    from providers.markers import marker_workspace
 
     filters = validate_filters(engine, kind, project)
     if prune:

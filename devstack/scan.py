@@ -29,31 +29,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlparse
 
-from providers.base import marker_field, marker_owner
+from providers.markers import marker_field, marker_owner
 from providers.errors import InvalidSpec, Unsupported
 from providers.identity import CURRENT_NAMING, PREFIXED
+from providers.engine import Found
 from providers.instances import SharedInstance
-
-
-@dataclass(frozen=True, order=True)
-class Found:
-    """One resource in an engine, as a scan sees it."""
-
-    engine: str
-    instance: str
-    kind: str
-    engine_name: str
-    owner: str | None
-    stack: str | None = None
-    name: str | None = None
-    #: Why its marker may not be ours, when the scan cannot prove it is: a marker kept apart from the
-    #: object that no longer fits it (one made anew by hand under the name), or one inferred. Ours in
-    #: the ledger, never provably so outside it. None: the marker is the object's own.
-    doubt: str | None = None
 
 
 # --- declaration names back from engine names ------------------------------------------
@@ -521,7 +505,8 @@ def scan(instance: SharedInstance, kinds: Iterable[str] | None = None) -> list[F
     from providers import registry
 
     wanted = set(kinds) if kinds is not None else set(registry.kinds(instance.engine))
-    found = SCANNERS[instance.engine](instance, wanted)
+    scanner = SCANNERS.get(instance.engine) or registry.engine(instance.engine).scan
+    found = scanner(instance, wanted)
     return sorted(_named(f) for f in found)
 
 

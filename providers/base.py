@@ -10,16 +10,13 @@ the stack config and never through inputs.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import socket
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, wraps
-from types import ModuleType
-from typing import Any, Callable, ClassVar, ContextManager, Iterable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, ContextManager, Iterable, Mapping
 
 from pulumi.dynamic import (
     CheckFailure,
@@ -38,6 +35,7 @@ from providers import naming as naming_rules
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, NAMING, PREFIXED, Identity, naming_of
 from providers.instances import SharedInstance, adoptions_from_config, instances_from_config
+from providers.markers import marked_elsewhere, moves_from
 
 #: Inputs that are not identity and not params, compared by diff as updates.
 POLICY_FIELDS = ("credentials", "purge", "stack")
@@ -679,65 +677,6 @@ class KindProvider(ResourceProvider):
         )
 
 
-C = TypeVar("C")
-
-
-def one_per_key(factory: Callable[..., C]) -> Callable[..., C]:
-    """Memoize a client factory per argument tuple, building each client once in the process.
-
-    Under a lock: the provider serves calls on many threads, and threads racing
-    to build the same client would each pay for it (a boto3 client loads
-    megabytes of service model, a Kafka client a SASL handshake) only for all
-    but one to be dropped.
-    """
-    cached, lock = lru_cache(maxsize=None)(factory), threading.Lock()
-
-    @wraps(factory)
-    def client(*key: Any) -> C:
-        with lock:
-            return cached(*key)
-
-    return client
-
-
-_IMPORTS = threading.Lock()
-
-
-def lazy_import(module: str) -> ModuleType:
-    """Import a client library on first use, for libraries the program, check and diff never need.
-
-    One thread at a time: the provider serves calls on many threads, and a
-    package imported by two of them at once can show one a half-initialized
-    module ("cannot import name ... partially initialized module").
-    """
-    with _IMPORTS:
-        return importlib.import_module(module)
-
-
-class LazyModule:
-    """A module that is imported (by `lazy_import`) when one of its attributes is first read.
-
-    For a provider module's client library, bound at module level as the import
-    would bind it (`psycopg = LazyModule("psycopg")`): the program, check and
-    diff load every kind's module but never call an engine, and the libraries
-    took some 0.3s of each run's start to import for nothing.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._module: ModuleType | None = None
-
-    def __getattr__(self, attribute: str) -> Any:
-        # Only reached for what the instance lacks, i.e. every attribute of the module.
-        # The module is kept once imported: SQL composition reads attributes by the hundred per call.
-        if self._module is None:
-            self._module = lazy_import(self._name)
-        return getattr(self._module, attribute)
-
-    def __repr__(self) -> str:
-        return f"<lazy module {self._name!r}>"
-
-
 def _whole(value: Any) -> Any:
     """A number as declared: Pulumi hands every number back as a float (`3` as 3.0)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -760,68 +699,3 @@ def require_same(verb: str, what: str, live: dict[str, Any], wanted: dict[str, A
             )
 
 
-def marker_workspace(stack: str, ledger_salt: str | None) -> str:
-    """The workspace an ownership marker records: the stack's name and a digest of its ledger's salt.
-
-    The salt (the passphrase secrets provider's, made once per stack by `pulumi stack init` and kept
-    in the stack's config and state) tells apart two stacks of one name using the same engines, the
-    default `local` of two clones say, whose garbage collection would otherwise take each other's
-    resources for its own orphans; everyone sharing one stack has the same salt. Without one, the
-    marker is the stack's name alone, as markers were before. A digest keeps the marker within every
-    engine's tag and metadata alphabets.
-    """
-    if not ledger_salt:
-        return stack
-    return f"{stack}@{hashlib.sha256(ledger_salt.encode()).hexdigest()[:12]}"
-
-
-def marked_stack(workspace: str) -> tuple[str, str]:
-    """(stack, ledger digest) of a marker's workspace as marker_workspace writes it; "" for a bare name."""
-    stack, _, digest = workspace.partition("@")
-    return stack, digest
-
-
-def moves_from(origin: str | None, marked: str | None) -> bool:
-    """Whether a marker's workspace `marked` is the one `origin` (an `adopt` entry: stack@digest, or the
-    stack name alone for any ledger of that name) says the project moves from."""
-    if not origin or not marked:
-        return False
-    (stack, digest), (marked_name, marked_digest) = marked_stack(origin), marked_stack(marked)
-    return stack == marked_name and (not digest or digest == marked_digest)
-
-
-def marked_elsewhere(marked: str | None, ours: str | None) -> bool:
-    """Whether a marker's workspace `marked` is provably not `ours` (both as marker_workspace writes them).
-
-    A marker without a workspace proves nothing; nor does a bare stack name (as markers were before
-    they named their ledger) against a ledger of that stack's name, or the other way round.
-    """
-    if not marked or not ours:
-        return False
-    (stack, digest), (our_stack, our_digest) = marked_stack(marked), marked_stack(ours)
-    return stack != our_stack or bool(digest and our_digest and digest != our_digest)
-
-
-def ownership_marker(ident: Identity, stack: str) -> str:
-    """The marker stored in the engine (comment, tag, metadata) for a managed resource."""
-    return json.dumps({"managed-by": "devstack", "owner": ident.owner, "stack": stack}, sort_keys=True)
-
-
-def marker_owner(marker: str | None) -> str | None:
-    """The owner recorded in a marker, or None when it is not one of ours."""
-    try:
-        data: Mapping[str, Any] = json.loads(marker or "")
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("managed-by") != "devstack":
-        return None
-    owner = data.get("owner")
-    return owner if isinstance(owner, str) else None
-
-
-def marker_field(marker: str | None, key: str) -> str | None:
-    """One field of a marker of ours (`stack`, a role's `kind`), None when absent or not a marker of ours."""
-    if marker_owner(marker) is None:
-        return None
-    value = json.loads(marker or "{}").get(key)
-    return value if isinstance(value, str) else None

@@ -66,7 +66,9 @@ from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers import naming as naming_rules
-from providers.base import REACH, KindProvider, Observed, marker_field, marker_owner, one_per_key, ownership_marker
+from providers.base import REACH, KindProvider, Observed
+from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.clients import one_per_key
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity

@@ -27,8 +27,9 @@ from pulumi.dynamic import ReadResult
 
 from providers import naming as naming_rules
 from providers import s3
-from providers.base import (REACH, KindProvider, LazyModule, Observed, marker_field, marker_owner, one_per_key,
-                            ownership_marker)
+from providers.base import REACH, KindProvider, Observed
+from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.clients import LazyModule, one_per_key
 from providers.credentials import MINIO_SECRET_MINIMUM, password_for
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity

@@ -39,8 +39,9 @@ from pulumi.dynamic import CheckFailure, ReadResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from providers import naming as naming_rules
-from providers.base import (KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker,
-                            referenced_name)
+from providers.base import KindProvider, Observed, referenced_name
+from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.clients import LazyModule
 from providers.errors import Conflict, DevstackError, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.credentials import Rotation, predictable_password, rotation_of
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity

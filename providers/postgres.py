@@ -28,8 +28,9 @@ from typing import Any, ClassVar, Iterable, Iterator, Mapping
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from providers import naming as naming_rules
-from providers.base import (KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker,
-                            referenced_name)
+from providers.base import KindProvider, Observed, referenced_name
+from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.clients import LazyModule
 from providers.credentials import Rotation, hashed_password, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
 from providers.identity import PREFIXED, Identity

@@ -28,7 +28,9 @@ from typing import Any, Iterator
 from pydantic import BaseModel, ConfigDict, Field
 
 from providers import naming as naming_rules
-from providers.base import KindProvider, LazyModule, Observed, marker_field, marker_owner, ownership_marker
+from providers.base import KindProvider, Observed
+from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.clients import LazyModule
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported
 from providers.identity import PREFIXED, Identity

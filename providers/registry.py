@@ -1,17 +1,20 @@
-"""Which kinds each engine's provider serves: the single source of kinds.
+"""The engines devstack knows: one table, each row an engine package's `ENGINE` (kinds, scan, probe).
 
-Validation, the components and the tools all ask this module; an engine is
-one provider module that exposes `KINDS`. Modules are imported lazily so an
-engine's client library is loaded only when a workspace uses that engine.
+Validation, the components, `devstack doctor`, garbage collection and the
+tools all ask this module. Packages are imported lazily so an engine's client
+library is loaded only when a workspace uses that engine.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from providers.base import KindProvider
+if TYPE_CHECKING:
+    from providers.base import KindProvider
+    from providers.engine import Engine
 
-#: Every engine devstack knows, mapped to the module of its provider.
+#: Every engine devstack knows, mapped to its package.
 ENGINE_MODULES: dict[str, str] = {
     "postgres": "providers.postgres",
     "redis": "providers.redis",
@@ -26,11 +29,19 @@ def engines() -> tuple[str, ...]:
     return tuple(ENGINE_MODULES)
 
 
-def kinds(engine: str) -> dict[str, type[KindProvider]]:
-    """The kinds `engine` serves; KeyError for an engine devstack does not know."""
-    module = importlib.import_module(ENGINE_MODULES[engine])
-    return dict(module.KINDS)
+def engine(name: str) -> Engine:
+    """The registry row of engine `name`; KeyError for an engine devstack does not know."""
+    return importlib.import_module(ENGINE_MODULES[name]).ENGINE
 
 
-def provider_class(engine: str, kind: str) -> type[KindProvider]:
-    return kinds(engine)[kind]
+def kinds(engine_name: str) -> dict[str, type[KindProvider]]:
+    """The kinds `engine_name` serves; KeyError for an engine devstack does not know."""
+    from providers.engine import Engine
+
+    module = importlib.import_module(ENGINE_MODULES[engine_name])
+    row = getattr(module, "ENGINE", None)
+    return dict(row.kinds if isinstance(row, Engine) else module.KINDS)
+
+
+def provider_class(engine_name: str, kind: str) -> type[KindProvider]:
+    return kinds(engine_name)[kind]

@@ -28,7 +28,8 @@ from pulumi.dynamic import CheckFailure, CheckResult
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers import naming as naming_rules
-from providers.base import KindProvider, LazyModule, Observed, one_per_key, referenced_name
+from providers.base import KindProvider, Observed, referenced_name
+from providers.clients import LazyModule, one_per_key
 from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, Unsupported, first_line
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity, naming_of
 from providers.instances import SharedInstance

@@ -38,7 +38,7 @@ from devstack import gc, ledger
 from devstack.errors import Aborted
 from devstack.scan import Found, declaration_name
 from components.yamlfile import encryption_salt
-from providers.base import marker_workspace
+from providers.markers import marker_workspace
 from providers import nats_auth, registry, s3
 from providers.errors import EngineUnavailable
 from providers.identity import PREFIXED, Identity

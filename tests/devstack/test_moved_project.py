@@ -16,7 +16,7 @@ from devstack import ledger
 from devstack.errors import IdentityConflict
 from devstack.scan import scan
 from providers import registry
-from providers.base import marker_workspace
+from providers.markers import marker_workspace
 from providers.errors import Conflict
 from providers.identity import PREFIXED, Identity
 from providers.instances import instances_from_config

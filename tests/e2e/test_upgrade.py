@@ -69,7 +69,7 @@ def declarations(p: str) -> list[dict]:
     NATS is left out: the previous release logs in to nats with the shared account's user and password,
     which the engine in operator mode refuses, so it can make nothing there. A NATS upgrade goes through
     the engine's start instead (streams of the former shared account move into their owners' accounts),
-    which tests/engines/test_engines_script.py's lifecycle tests cover."""
+    which tests/tools/engines/test_script.py's lifecycle tests cover."""
     entries = [
         {"uses": "pg", "kind": "database", "credentials": "generated"},
         {"uses": "pg", "kind": "user", "name": "reader", "credentials": "generated"},

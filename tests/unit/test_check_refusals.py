@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from providers.kafka import Topic
 from tests.conftest import configured
-from tests.engines.conftest import props
+from tests.providers.conftest import props
 
 SHARED = {"kafka": {"engine": "kafka", "host": "127.0.0.1", "port": 29092, "adminUser": "admin",
                     "adminSecret": "kafkaAdmin"}}

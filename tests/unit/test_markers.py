@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import marked_elsewhere, marker_workspace, moves_from
+from providers.markers import marked_elsewhere, marker_workspace, moves_from
 
 THIS = marker_workspace("local", "this clone's salt")
 

@@ -70,15 +70,16 @@ from tools.engines.base import (
     Engine,
     base_environment,
 )
+from tools.engines.ports import KAFKA_CONTROLLER_PORT, KAFKA_INTERNAL_PORT, PORTS
 
 POM = REPO_ROOT / "tools" / "kafka" / "pom.xml"
 LIB_DIR = REPO_ROOT / ".devstack" / "kafka" / "lib"
 #: written last by install(): the sha256 of the pom the jars were fetched for
 LIB_MARKER = LIB_DIR / ".installed-from"
 
-CLIENT_PORT = 29092
-CONTROLLER_PORT = 29093
-INTERNAL_PORT = 29094
+CLIENT_PORT = PORTS["kafka"]
+CONTROLLER_PORT = KAFKA_CONTROLLER_PORT
+INTERNAL_PORT = KAFKA_INTERNAL_PORT
 BROKER_PRINCIPAL = "devstack-broker"
 SECRET_ENV = "DEVSTACK_KAFKA_INTERNAL_SECRET"
 SCRAM_ITERATIONS = 8192

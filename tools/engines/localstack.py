@@ -19,13 +19,14 @@ import sys
 from pathlib import Path
 
 from tools.engines.base import HOST, Credential, Engine, http_status, write_private
+from tools.engines.ports import PORTS
 
 
 class LocalStack(Engine):
     """moto's server behind tools.engines.moto_server, which seeds the admin key and enforces IAM."""
 
     name = "localstack"
-    port = 24566
+    port = PORTS["localstack"]
 
     @property
     def data_dir(self) -> Path:

@@ -33,13 +33,14 @@ import sys
 from pathlib import Path
 
 from tools.engines.base import HOST, REPO_ROOT, Credential, Engine, http_status
+from tools.engines.ports import MINIO_CONSOLE_PORT, PORTS
 
 BINARY = REPO_ROOT / ".devstack" / "bin" / "minio"
 BUILD_SCRIPT = REPO_ROOT / "tools" / "minio" / "build.sh"
 GO_MOD = REPO_ROOT / "tools" / "minio" / "go.mod"
 #: written by build.sh: the module version the binary was built from
 STAMP = BINARY.with_name("minio.version")
-CONSOLE_PORT = 29001
+CONSOLE_PORT = MINIO_CONSOLE_PORT
 #: The key name MinIO records beside what it encrypts with the static KMS key.
 KMS_KEY_NAME = "devstack-minio"
 
@@ -79,7 +80,7 @@ def install(force: bool = False) -> str:
 
 class MinioEngine(Engine):
     name = "minio"
-    port = 29000
+    port = PORTS["minio"]
     extra_ports = (CONSOLE_PORT,)
     start_timeout = 60.0
 

@@ -21,16 +21,17 @@ from pathlib import Path
 
 from providers import nats_auth
 from tools.engines.base import HOST, Credential, Engine, http_status, write_private
+from tools.engines.ports import NATS_MONITOR_PORT, PORTS
 
 BINARY = "nats-server"
-MONITOR_PORT = 28222
+MONITOR_PORT = NATS_MONITOR_PORT
 #: The single account of the password-auth config this engine ran before operator mode.
 SHARED_ACCOUNT = "DEVSTACK"
 
 
 class Nats(Engine):
     name = "nats"
-    port = 24222
+    port = PORTS["nats"]
     extra_ports = (MONITOR_PORT,)
 
     @property

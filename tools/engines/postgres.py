@@ -28,6 +28,7 @@ import psycopg
 from psycopg import sql
 
 from tools.engines.base import HOST, Credential, Engine, base_environment, write_private
+from tools.engines.ports import PORTS
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 SUPERUSER = "postgres"  # bootstrap superuser: socket-only, no password
@@ -37,7 +38,7 @@ SERVER_DATABASES = ("postgres", "template1")
 
 class Postgres(Engine):
     name = "postgres"
-    port = 25432
+    port = PORTS["postgres"]
     # SIGTERM is a "smart" shutdown that waits for every client session to
     # end; SIGINT is the "fast" one that disconnects them and still shuts down cleanly.
     stop_signal = signal.SIGINT

@@ -23,13 +23,14 @@ from pathlib import Path
 import redis as redis_py  # the client library; absolute import, not this module
 
 from tools.engines.base import HOST, Credential, Engine, write_private
+from tools.engines.ports import PORTS
 
 BINARY = "redis-server"
 
 
 class Redis(Engine):
     name = "redis"
-    port = 26379
+    port = PORTS["redis"]
 
     @property
     def config_file(self) -> Path:

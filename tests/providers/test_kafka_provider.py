@@ -39,7 +39,7 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupport
 from providers.identity import PREFIXED, SANITIZED, Identity
 from providers.kafka import (MARKER_TOPIC, Acl, MarkerView, Topic, dynamic_configs, kafka_name, read_markers,
                              set_password, write_marker)
-from tests.engines.conftest import props, stopped_answering
+from tests.providers.conftest import props, stopped_answering
 from tools.engines import load
 from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
 

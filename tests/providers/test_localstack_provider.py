@@ -3,7 +3,7 @@
 Each kind is one `Case` row: how it is declared, what changes in place, what
 replaces, and an `OutOfBand` helper that reaches the engine with a plain boto3
 client (never through the provider) to look, tamper, fill and clean up. The
-`KindContract` tests run over every row; tests/engines/test_minio_provider.py
+`KindContract` tests run over every row; tests/providers/test_minio_provider.py
 runs the same contract on the real MinIO for its buckets. Kind-specific
 behaviour (FIFO, key schema, billing) follows the contract.
 """
@@ -29,7 +29,7 @@ from providers.localstack import (PREDICTABLE_REFUSED, UNISOLATED, AccessKey, Lo
                                   Table, Topic, key_policy, policy_reach)
 from providers.s3 import bucket_tags
 from providers.identity import PREFIXED
-from tests.engines.conftest import props
+from tests.providers.conftest import props
 
 AWS_ENDPOINT = "http://127.0.0.1:24566"
 REGION = "us-east-1"

@@ -28,8 +28,8 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.minio import AccessKey, MinioBucket, MinioLifecycle, tenant_policy
 from providers.identity import PREFIXED, SANITIZED
-from tests.engines.conftest import props
-from tests.engines.test_localstack_provider import BucketOutOfBand, Case, KindContract, aws, require_server
+from tests.providers.conftest import props
+from tests.providers.test_localstack_provider import BucketOutOfBand, Case, KindContract, aws, require_server
 
 MINIO = "127.0.0.1:29000"
 ENDPOINT = f"http://{MINIO}"

@@ -23,8 +23,8 @@ from providers import nats_auth
 from providers.errors import Conflict
 from providers.nats import (Account, AccountMissing, AccountSpec, Stream, User, account_claims, account_jwt, all_accounts, admin_credential,
                             push_account, run_private)
-from tests.engines.conftest import props
-from tests.engines.test_nats_provider import (NATS_URL, accounts, checked, consumer, js, kv,  # noqa: F401 - fixtures
+from tests.providers.conftest import props
+from tests.providers.test_nats_provider import (NATS_URL, accounts, checked, consumer, js, kv,  # noqa: F401 - fixtures
                                               stream, stream_config)
 
 #: How long a test waits for the server's word on a refused publish (it comes asynchronously, via error_cb).

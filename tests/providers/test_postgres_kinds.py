@@ -22,7 +22,7 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec, Unsupport
 from providers.identity import Identity
 from providers.postgres import DDL_LOCK_KEY, Database, Role, User, _database_exists
 from providers.identity import PREFIXED
-from tests.engines.conftest import props
+from tests.providers.conftest import props
 
 PG = {"host": "127.0.0.1", "port": 25432}
 

@@ -13,7 +13,7 @@ from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound
 from providers import postgres
 from providers.postgres import Database, admin_connection
 from tests.conftest import configured
-from tests.engines.conftest import props, stopped_answering
+from tests.providers.conftest import props, stopped_answering
 
 PG = {"host": "127.0.0.1", "port": 25432}
 

@@ -33,7 +33,7 @@ from confluent_kafka.admin import (  # noqa: E402
     UserScramCredentialUpsertion,
 )
 
-from tests.engines.conftest import engine_under_test
+from tests.providers.conftest import engine_under_test
 from tests import kafka_clients
 from tools.engines import base, kafka  # noqa: E402
 

@@ -24,7 +24,7 @@ from providers.nats import (API_TIMEOUT, STORE_ATTEMPTS, Account, Consumer, Kv, 
                             all_streams, observed, run_private, subject_within)
 from providers.nats import run as nats_run
 from providers.identity import PREFIXED
-from tests.engines.conftest import props, stopped_answering
+from tests.providers.conftest import props, stopped_answering
 
 NATS_URL = "nats://127.0.0.1:24222"
 

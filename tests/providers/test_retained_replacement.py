@@ -13,7 +13,7 @@ import json
 import pytest
 
 from providers import registry
-from tests.engines.conftest import props
+from tests.providers.conftest import props
 
 CASES = [
     pytest.param("postgres", "pg", "database", {"locale": "C.UTF-8"}, {"locale": "C"}, "params.locale", '"C.UTF-8"',

@@ -24,7 +24,7 @@ from providers.identity import Identity
 from providers.postgres import Database
 from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY, AclUser, AclUserSpec, RedisIndex, admin_client
 from providers.identity import PREFIXED
-from tests.engines.conftest import ROOT, props, stopped_answering
+from tests.providers.conftest import ROOT, props, stopped_answering
 
 REDIS = {"host": "127.0.0.1", "port": 26379}
 ACL_FILE = ROOT / ".devstack" / "engines" / "redis" / "users.acl"

@@ -35,7 +35,7 @@ from providers.identity import Identity
 from providers.nats import Account, AccountSpec, Stream, admin_credential
 from providers.redis import AclUser
 from tests.conftest import configured
-from tests.engines.conftest import props
+from tests.providers.conftest import props
 
 # These start and stop engines of their own on the real ports: scripts/test runs
 # them (`-m lifecycle`) before it starts the shared engines for everything else.

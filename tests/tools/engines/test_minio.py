@@ -22,7 +22,7 @@ from minio.credentials import StaticProvider  # noqa: E402
 from minio.error import S3Error  # noqa: E402
 from minio.minioadmin import MinioAdmin  # noqa: E402
 
-from tests.engines.conftest import engine_under_test
+from tests.providers.conftest import engine_under_test
 from tools.engines import base, minio as minio_engine  # noqa: E402
 
 # These start and stop engines of their own on the real ports: scripts/test runs
