@@ -650,10 +650,7 @@ def drop_data(config: Mapping[str, Any], ident: Identity, props: Mapping[str, An
 
     provider = configured_provider(config, ident.engine, ident.kind)
     try:
-        instance = provider._instance(ident, "drop")
-        with provider.engine_errors(ident.as_props()):
-            provider.refuse_another_workspaces(instance, ident, props)
-            provider.drop(instance, ident, {**props, **ident.as_props(), "purge": True})
+        provider.purge(ident, props)
     except perr.NotFound:
         return False
     except perr.Conflict as err:
@@ -1012,7 +1009,7 @@ def _refuse_other_workspaces(config: Mapping[str, Any], tracked: list[Tracked]) 
     for t in tracked:
         provider = configured_provider(config, t.ident.engine, t.ident.kind)
         try:
-            provider.refuse_another_workspaces(provider._instance(t.ident, "drop"), t.ident, t.props)
+            provider.refuse_another_workspaces(t.ident, t.props)
         except perr.Conflict as err:
             refused.append(f"{t.ident}: {err.cause}")
         except perr.DevstackError:

@@ -586,7 +586,7 @@ class KindProvider(ResourceProvider):
             holder = _held_this_run.get(self._held_key(instance, ident), ident)
         if holder != ident and holder.owner == ident.owner:
             return  # another declaration of the project holds it now
-        self.refuse_another_workspaces(instance, ident, props)
+        self._refuse_another_workspaces(instance, ident, props)
         try:
             self.drop(instance, ident, props)
         except NotFound:
@@ -607,9 +607,22 @@ class KindProvider(ResourceProvider):
             raise InvalidSpec(verb, f"{self.kind} {ident}", f"the workspace has no shared instance {ident.instance!r}",
                               hint) from None
 
-    def refuse_another_workspaces(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> None:
-        """Conflict, before a purge drops anything, when the resource's own marker names another workspace
-        than the one this ledger last marked it for (`props["stack"]`)."""
+    def purge(self, ident: Identity, props: Mapping[str, Any]) -> None:
+        """Drop one resource and its data outside a Pulumi run (the ledger's rm and destroy): Conflict, and
+        nothing dropped, when another workspace's marker is on it; NotFound when it is already gone."""
+        instance = self._instance(ident, "drop")
+        with self.engine_errors(ident.as_props()):
+            self._refuse_another_workspaces(instance, ident, props)
+            self.drop(instance, ident, {**props, **ident.as_props(), "purge": True})
+
+    def refuse_another_workspaces(self, ident: Identity, props: Mapping[str, Any]) -> None:
+        """Conflict when the resource's own marker names another workspace than the one this ledger last
+        marked it for (`props["stack"]`): checked for every resource before a purge drops any."""
+        instance = self._instance(ident, "drop")
+        with self.engine_errors(ident.as_props()):
+            self._refuse_another_workspaces(instance, ident, props)
+
+    def _refuse_another_workspaces(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> None:
         observed = self.observe(instance, ident)
         if observed is not None and observed.owner == ident.owner:
             self._refuse_elsewhere("drop", ident, observed, props.get("stack"))
