@@ -1073,7 +1073,7 @@ def test_access_key_policy_lists_exact_arns_and_the_unscoped_actions_only_on_mot
 
 
 def test_a_predictable_access_key_is_a_validation_problem_naming_file_field_and_fix(tmp_path):
-    from tests.unit.test_validation import ALL_ENGINES, HEADER, problems
+    from tests.components.test_validation import ALL_ENGINES, HEADER, problems
 
     text = HEADER + "resources:\n  - {uses: aws, kind: queue, name: jobs}\n  - {uses: aws, kind: access_key}\n"
     (problem,) = problems(tmp_path, text, workspace=ALL_ENGINES)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_validation import HEADER, marked_line, problems
+from tests.components.test_validation import HEADER, marked_line, problems
 
 WORKSPACE = {"name": "test", "shared": {
     "minio": {"engine": "minio", "host": "127.0.0.1", "port": 29000, "adminUser": "admin", "adminSecret": "m"},

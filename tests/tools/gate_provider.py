@@ -1,4 +1,4 @@
-"""A dynamic provider for tests/unit/test_provider_server.py: its creates wait for each other.
+"""A dynamic provider for tests/tools/test_provider_server.py: its creates wait for each other.
 
 Imported by the provider server process (pickled by reference), so the
 barrier below is that process's: a create returns once GATE_SIZE creates are

@@ -227,7 +227,7 @@ def test_outputs_attributes_exports_env_and_secrets(mocks, validated):
         env["PGDATABASE"].apply(lambda v: v == "database-of-shop/pg/database/shop"),
         env["WHERE"].apply(lambda v: v == "topic-of-shop/kafka/topic/orders@127.0.0.1:29092"),
         database["host"].apply(lambda v: v == "host-of-shop/pg/database/shop"),
-        # User, password and database percent-encoded, '/' included (tests/unit/test_templates.py parses one back).
+        # User, password and database percent-encoded, '/' included (tests/components/test_templates.py parses one back).
         database["dsn"].apply(lambda v: v == "postgresql://user-of-shop%2Fpg%2Fdatabase%2Fshop:password-of-shop%2Fpg"
                                        "%2Fdatabase%2Fshop@host-of-shop/pg/database/shop:1234/database-of-shop%2Fpg"
                                        "%2Fdatabase%2Fshop"),

@@ -9,7 +9,7 @@ import pulumi
 import yaml
 
 from components.validation import validate
-from tests.program.test_expansion import mocks  # noqa: F401 - the fixture
+from tests.components.test_expansion import mocks  # noqa: F401 - the fixture
 
 PROJECT = {
     "services": {"worker": {"uses": ["aws"], "env": {"import": [

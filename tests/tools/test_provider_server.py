@@ -18,7 +18,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-from tests.unit.gate_provider import GATE_SIZE, Failing, Gate
+from tests.tools.gate_provider import GATE_SIZE, Failing, Gate
 
 ROOT = Path(__file__).resolve().parents[2]
 
