@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any, Mapping
 
+from providers.errors import Conflict
 from providers.identity import Identity
 
 
@@ -79,3 +80,37 @@ def marker_field(marker: str | None, key: str) -> str | None:
         return None
     value = json.loads(marker or "{}").get(key)
     return value if isinstance(value, str) else None
+
+
+def taken(verb: str, what: str, engine: str, ident: Identity, object_name: str, holder: str | None) -> Conflict:
+    """Conflict: the engine object a declaration names carries another project's marker (`holder`) or none."""
+    held_by = f"project {holder!r}" if holder else "something devstack does not manage"
+    if verb == "create":
+        hint = "choose another `name` for this resource; nothing was changed"
+    else:
+        hint = (f"it changed hands outside Pulumi; nothing was {'dropped' if verb == 'drop' else 'changed'} "
+                f"(`pulumi refresh` makes the ledger forget it)")
+    return Conflict(verb, what, f"{object_name} already exists in {engine} instance {ident.instance!r} and "
+                                f"belongs to {held_by}", hint)
+
+
+def adopted_elsewhere(verb: str, what: str, engine: str, ident: Identity, object_name: str, marked: str,
+                      ours: str | None) -> Conflict:
+    """Conflict: this project's object carries the marker of another workspace (`marked`) than `ours`."""
+    if verb == "create":
+        return Conflict(
+            verb, what,
+            f"{object_name} already exists in {engine} instance {ident.instance!r} and belongs to project "
+            f"{ident.owner!r} of workspace {marked!r}, another ledger than this one ({ours!r})",
+            "nothing was changed; two workspaces cannot hold one project on the same engines: give this one "
+            f"another project name, or, to move project {ident.owner!r} here, un-track it in that workspace "
+            f"first (docs/lifecycle.md's moving a project), then add `adopt: {{{ident.owner}: {marked}}}` "
+            "under this workspace's devstack:workspace and run `pulumi up` again",
+        )
+    return Conflict(
+        verb, what,
+        f"its marker names workspace {marked!r}, not this one ({ours!r}): that workspace's up adopted it, and "
+        "it is that workspace's now",
+        f"nothing was {'dropped' if verb == 'drop' else 'changed'}; to let this workspace forget it, take it "
+        "out of this workspace's ledger alone (`pulumi state delete`, as docs/lifecycle.md's moving a project says)",
+    )
