@@ -73,7 +73,8 @@ def postgres(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
 
 
 def redis(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
-    from providers.redis import ACL_OWNERS_KEY, AclUserSpec, acl_rules
+    from providers.redis.acl_user import AclUserSpec, acl_rules
+    from providers.redis.client import ACL_OWNERS_KEY
 
     with redis_py.Redis(host=address[0], port=address[1], username=cred.user, password=cred.password,
                         decode_responses=True) as client:

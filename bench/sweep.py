@@ -49,7 +49,7 @@ def postgres(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) ->
 
 
 def redis(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) -> int:
-    from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY
+    from providers.redis.client import ACL_OWNERS_KEY, ALLOCATIONS_KEY
 
     def connect(db: int = 0) -> redis_py.Redis:
         return redis_py.Redis(host=address[0], port=address[1], username=cred.user, password=cred.password,

@@ -324,62 +324,6 @@ def _postgres_asks_for_passwords(instance: SharedInstance) -> None:
                 "authenticate host connections with scram-sha-256 in pg_hba.conf, then SELECT pg_reload_conf()")
 
 
-#: Commands the provider's admin sends, asked of ACL DRYRUN (Redis 7): each kind's own, not each argument.
-REDIS_ADMIN_COMMANDS = (("CONFIG", "GET", "databases"), ("EVALSHA", "0" * 40, "0"), ("ACL", "SETUSER", "probe"),
-                        ("ACL", "SAVE"), ("FLUSHDB",), ("HSET", "devstack:probe", "f", "v"))
-
-
-def _redis(instance: SharedInstance) -> str:
-    import redis
-
-    from providers.redis import admin_fix, no_retry
-
-    client = redis.Redis(host=instance.host, port=instance.port, username=instance.admin_user,
-                         password=instance.password(), socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
-                         retry=no_retry())
-    try:
-        version = str(client.info("server")["redis_version"])
-        for command in REDIS_ADMIN_COMMANDS:
-            try:
-                answer = str(client.execute_command("ACL", "DRYRUN", instance.admin_user, *command), "utf-8")
-            except redis.ResponseError as err:  # a renamed or disabled command, or no ACL DRYRUN for the admin
-                if "unknown subcommand" in str(err).lower():
-                    break  # before Redis 7 there is no ACL DRYRUN to ask
-                answer = str(err)
-            if answer != "OK":
-                raise Unfit(f"{instance.admin_user!r} cannot run {' '.join(command[:2])}: {answer}",
-                            admin_fix(instance.admin_user))
-        _redis_closed_to_strangers(instance)
-        return version
-    except redis.AuthenticationError as err:
-        raise Rejected(str(err)) from err
-    except redis.TimeoutError as err:  # connected, then no answer (its connect is checked before)
-        raise NoAnswer(f"no answer within {TIMEOUT:.0f}s") from err
-    finally:
-        client.close()
-
-
-def _redis_closed_to_strangers(instance: SharedInstance) -> None:
-    """Unfit when a client without credentials gets in: it is Redis's `default` user, and a `default` that
-    may log in (no requirepass, `nopass`) reaches every tenant's keys past their ACL users."""
-    import redis
-
-    from providers.redis import no_retry
-
-    stranger = redis.Redis(host=instance.host, port=instance.port, socket_timeout=TIMEOUT,
-                           socket_connect_timeout=TIMEOUT, retry=no_retry())
-    try:
-        stranger.ping()
-    except (redis.AuthenticationError, redis.exceptions.NoPermissionError):
-        return
-    finally:
-        stranger.close()
-    raise Unfit("so does anyone without a password (as Redis's `default` user): every tenant's keys are open to "
-                "them, whatever their ACL users allow",
-                "turn the default user off (`ACL SETUSER default off`, then ACL SAVE), or give it a password "
-                "(requirepass)")
-
-
 def _minio(instance: SharedInstance) -> str:
     from minio.error import MinioAdminException
 
@@ -504,7 +448,7 @@ def _kafka(instance: SharedInstance) -> str:
 
 
 PROBES: dict[str, Callable[[SharedInstance], str]] = {
-    "postgres": _postgres, "redis": _redis, "minio": _minio,
+    "postgres": _postgres, "minio": _minio,
     "localstack": _localstack, "nats": _nats, "kafka": _kafka,
 }
 

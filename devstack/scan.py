@@ -14,8 +14,6 @@ What a scan cannot see (by design of the markers):
 - postgres: a project's LOGIN role is part of its `database` (marker kind
   "database"), not a resource of its own; a role left behind without its
   database is not reported. Objects inside a tenant database are data.
-- redis: keys in db 0 (no index) belong to nobody we can tell; a marker in
-  `devstack:acl-owners` whose user is gone is not a resource.
 - kafka: a registry marker whose topic or principal does not exist (the
   provider writes the marker first) is not a resource; a principal with ACL
   bindings but no SCRAM credential reads as gone, as the provider's observe
@@ -142,45 +140,6 @@ def _role_kind(comment: str | None, login: bool) -> str | None:
 
 def _pg_found(instance: SharedInstance, kind: str, name: str, comment: str | None) -> Found:
     return Found("postgres", instance.name, kind, name, marker_owner(comment), marker_field(comment, "stack"))
-
-
-# --- redis ------------------------------------------------------------------------------
-
-
-def scan_redis(instance: SharedInstance, kinds: set[str]) -> list[Found]:
-    """Index allocations and ACL users from the marker hashes; unmarked non-empty indexes and users are foreign."""
-    from providers import redis as rd
-
-    found: list[Found] = []
-    with rd.admin_client(instance) as client:
-        if "redis_index" in kinds:
-            allocations = client.hgetall(rd.ALLOCATIONS_KEY)
-            taken = set()
-            for field, text in sorted(allocations.items()):
-                entry = rd._entry(text) or {}
-                taken.add(entry.get("db"))
-                found.append(Found("redis", instance.name, "redis_index", field, entry.get("owner"),
-                                   entry.get("stack"), entry.get("name")))
-            for db in sorted(_non_empty_dbs(client)):
-                if db != 0 and db not in taken:
-                    found.append(Found("redis", instance.name, "redis_index", f"db{db}", None))
-        if "acl_user" in kinds:
-            owners = client.hgetall(rd.ACL_OWNERS_KEY)
-            for user in sorted(client.acl_users()):
-                text, live = owners.get(user), client.execute_command("ACL", "GETUSER", user)
-                if live is None:
-                    continue  # deleted while we look
-                # The marker records the rules devstack set: a user made anew by hand has others.
-                doubt = None if text is None or rd.marker_fits(text, live) else \
-                    "its marker (kept in a registry hash) records other rules (made anew by hand, or its rules changed)"
-                found.append(Found("redis", instance.name, "acl_user", user, marker_owner(text),
-                                   marker_field(text, "stack"), doubt=doubt))
-    return found
-
-
-def _non_empty_dbs(client: Any) -> set[int]:
-    """Logical databases holding keys (INFO keyspace lists only those)."""
-    return {int(name[2:]) for name in client.info("keyspace") if name.startswith("db")}
 
 
 # --- S3 (minio, localstack) ------------------------------------------------------------------
@@ -488,7 +447,6 @@ def _kafka_found(instance: SharedInstance, kind: str, name: str, marker: str | N
 
 SCANNERS: dict[str, Callable[[SharedInstance, set[str]], list[Found]]] = {
     "postgres": scan_postgres,
-    "redis": scan_redis,
     "minio": scan_minio,
     "localstack": scan_localstack,
     "nats": scan_nats,

@@ -17,7 +17,7 @@ import redis
 from pulumi import automation as auto
 
 from providers.credentials import predictable_password
-from providers.redis import ACL_OWNERS_KEY, ALLOCATIONS_KEY
+from providers.redis.client import ACL_OWNERS_KEY, ALLOCATIONS_KEY
 from tests.e2e.conftest import changes, local_workspace, write_project
 
 REDIS = {"host": "127.0.0.1", "port": 26379}

@@ -96,7 +96,7 @@ def test_setting_a_create_only_param_that_was_unset_replaces():
 
 
 def test_pinning_an_unpinned_redis_index_to_another_number_replaces():
-    from providers.redis import RedisIndex
+    from providers.redis.redis_index import RedisIndex
 
     ident = {"engine": "redis", "instance": "cache", "kind": "redis_index", "name": "shop", "owner": "shop",
              "credentials": "predictable", "purge": True, "stack": "local"}

@@ -33,7 +33,7 @@ import redis
 
 from providers.identity import Identity
 from providers.nats import Account, AccountSpec, Stream, admin_credential
-from providers.redis import AclUser
+from providers.redis.acl_user import AclUser
 from tests.conftest import configured
 from tests.providers.conftest import props
 
@@ -419,7 +419,7 @@ def test_a_purged_redis_index_stays_purged_after_redis_is_killed(engines_dir):
     """Redis 7.0 replays a transaction of the append-only file (a script's several writes) as `default`:
     with `user default off` and no permissions it dropped each one (NOPERM in its log) at every start,
     so a purge's FLUSHDB and freed index came back, and so did a tenant's own MULTI/EXEC undone."""
-    from providers.redis import RedisIndex
+    from providers.redis.redis_index import RedisIndex
 
     user, password = CREDS["redis"]
     shared = {"cache": {"engine": "redis", "port": PORTS["redis"], "adminUser": user, "adminSecret": "redisAdmin"}}
