@@ -6,11 +6,11 @@ the broker's authentication and ACLs decide what a tenant may do.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
+from tests.waiting import eventually
 from tools.engines.kafka import client_config
 
 TIMEOUT = 30
@@ -36,11 +36,16 @@ def consume_one(user: str, password: str, topic: str, group: str) -> bytes | Kaf
                          "enable.auto.commit": False})
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None:
-                return msg.error() or msg.value()
-        raise AssertionError(f"nothing consumed from {topic} within {TIMEOUT}s")
+        msg = next_message(consumer, TIMEOUT, f"a message or an error from {topic}")
+        return msg.error() or msg.value()
     finally:
         consumer.close()
+
+
+def next_message(consumer: Consumer, timeout: float, what: str) -> Message:
+    """The consumer's next message or error, polled for up to `timeout` seconds."""
+    def polled() -> list[Message] | None:
+        msg = consumer.poll(0.5)
+        return None if msg is None else [msg]  # a Message with an empty value is falsy
+
+    return eventually(polled, timeout, what)[0]

@@ -17,14 +17,15 @@ import yaml
 from components.models import instance_name
 from components.validation import validate
 from providers import registry
+from tools.engines.ports import PORTS
 
 SHARED = {
-    "pg": {"engine": "postgres", "port": 25432},
-    "cache": {"engine": "redis", "port": 26379},
-    "objects": {"engine": "minio", "port": 29000},
-    "aws": {"engine": "localstack", "port": 24566},
-    "events": {"engine": "nats", "port": 24222},
-    "kafka": {"engine": "kafka", "port": 29092},
+    "pg": {"engine": "postgres", "port": PORTS["postgres"]},
+    "cache": {"engine": "redis", "port": PORTS["redis"]},
+    "objects": {"engine": "minio", "port": PORTS["minio"]},
+    "aws": {"engine": "localstack", "port": PORTS["localstack"]},
+    "events": {"engine": "nats", "port": PORTS["nats"]},
+    "kafka": {"engine": "kafka", "port": PORTS["kafka"]},
 }
 PROJECTS = {
     "shop": {
@@ -220,12 +221,12 @@ def test_outputs_attributes_exports_env_and_secrets(mocks, validated):
     shop = workspace.outputs["shop"]
     database = shop["resources"]["pg/database/shop"]
     env = shop["services"]["api"]["env"]
-    assert env["KAFKA"] == "127.0.0.1:29092"  # ${ref} resolved from the workspace, plain
+    assert env["KAFKA"] == f"127.0.0.1:{PORTS['kafka']}"  # ${ref} resolved from the workspace, plain
     checks = [
         env["REDIS_DB"].apply(lambda v: v == "db-of-shop/cache/redis_index/shop"),
         # a resource's own attribute, inline, alone and among text
         env["PGDATABASE"].apply(lambda v: v == "database-of-shop/pg/database/shop"),
-        env["WHERE"].apply(lambda v: v == "topic-of-shop/kafka/topic/orders@127.0.0.1:29092"),
+        env["WHERE"].apply(lambda v: v == f"topic-of-shop/kafka/topic/orders@127.0.0.1:{PORTS['kafka']}"),
         database["host"].apply(lambda v: v == "host-of-shop/pg/database/shop"),
         # User, password and database percent-encoded, '/' included (tests/components/test_templates.py parses one back).
         database["dsn"].apply(lambda v: v == "postgresql://user-of-shop%2Fpg%2Fdatabase%2Fshop:password-of-shop%2Fpg"

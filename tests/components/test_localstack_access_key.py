@@ -10,6 +10,7 @@ import yaml
 
 from components.validation import validate
 from tests.components.test_expansion import mocks  # noqa: F401 - the fixture
+from tools.engines.ports import PORTS
 
 PROJECT = {
     "services": {"worker": {"uses": ["aws"], "env": {"import": [
@@ -33,7 +34,7 @@ def test_access_key_reaches_the_projects_resources_and_exports_aws_variables(moc
     (tmp_path / "feeds").mkdir()
     (tmp_path / "feeds" / "devstack.yaml").write_text(
         yaml.safe_dump({"apiVersion": "devstack/v1", "kind": "Project", "name": "feeds", **PROJECT}))
-    shared = {"aws": {"engine": "localstack", "host": "127.0.0.1", "port": 24566, "adminUser": "admin",
+    shared = {"aws": {"engine": "localstack", "host": "127.0.0.1", "port": PORTS["localstack"], "adminUser": "admin",
                       "adminSecret": "awsAdmin"}}
     validated = validate({"name": "test", "shared": shared, "projects": ["feeds/devstack.yaml"]}, tmp_path, None,
                          "stacks/Pulumi.test.yaml")

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from components.validation import WorkspaceInvalid, validate
+from tools.engines.ports import PORTS
 
 WORKSPACE = {
     "name": "test",
-    "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": 25432,
+    "shared": {"pg": {"engine": "postgres", "host": "127.0.0.1", "port": PORTS["postgres"],
                       "adminUser": "admin", "adminSecret": "pgAdmin"}},
 }
 HEADER = "apiVersion: devstack/v1\nkind: Project\nname: shop\n"
@@ -350,22 +351,22 @@ def test_collision_across_projects_names_both_files(tmp_path):
     assert "collides with p0/devstack.yaml resources[0]" in found[0].message
 
 
-#: `pg` and `pg2` both reach 127.0.0.1:25432; `pg3` is another server.
+#: `pg` and `pg2` both reach the local PostgreSQL; `pg3` is another server.
 ONE_SERVER_TWO_NAMES = {"name": "test", "shared": {
-    "pg": {"engine": "postgres", "host": "127.0.0.1", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
-    "pg2": {"engine": "postgres", "host": "localhost", "port": 25432, "adminUser": "admin", "adminSecret": "pgAdmin"},
+    "pg": {"engine": "postgres", "host": "127.0.0.1", "port": PORTS["postgres"], "adminUser": "admin", "adminSecret": "pgAdmin"},
+    "pg2": {"engine": "postgres", "host": "localhost", "port": PORTS["postgres"], "adminUser": "admin", "adminSecret": "pgAdmin"},
     "pg3": {"engine": "postgres", "host": "localhost", "port": 25433, "adminUser": "admin", "adminSecret": "pgAdmin"},
 }}
 
 
 def test_one_server_under_two_instance_names_is_one_namespace(tmp_path):
-    """`pg` and `pg2` both reach 127.0.0.1:25432: declaring the database under both is a collision,
+    """`pg` and `pg2` both reach the local PostgreSQL: declaring the database under both is a collision,
     or each would set its own password on it and a purge of either drop the other's."""
     workspace = ONE_SERVER_TWO_NAMES
     text = HEADER + "resources:\n  - uses: pg\n    kind: database\n  - uses: pg2\n    kind: database\n    name: shop  # <-\n"
     (problem,) = problems(tmp_path, text, workspace=workspace)
     assert problem.path == "resources[1].name" and problem.line == marked_line(text)
-    assert "instances 'pg' and 'pg2' both reach 127.0.0.1:25432" in problem.message
+    assert f"instances 'pg' and 'pg2' both reach 127.0.0.1:{PORTS['postgres']}" in problem.message
     (tmp_path / "ok").mkdir()  # another server: fine
     assert problems(tmp_path / "ok", text.replace("uses: pg2", "uses: pg3"), workspace=workspace) == []
 
@@ -390,8 +391,9 @@ def test_a_bucket_within_another_projects_key_reach_is_refused_before_anything_i
     """A MinIO key of `shop` reaches every `shop-*` bucket: another project's bucket named so would be open
     to it. Either order of the two files; the bucket is the entry reported, its file naming the key's."""
     workspace = {"name": "test", "shared": {
-        "objects": {"engine": "minio", "host": "127.0.0.1", "port": 29000, "adminUser": "admin", "adminSecret": "m"},
-        "objects2": {"engine": "minio", "host": "127.0.0.1", "port": 29001, "adminUser": "admin", "adminSecret": "m"},
+        "objects": {"engine": "minio", "host": "127.0.0.1", "port": PORTS["minio"], "adminUser": "admin", "adminSecret": "m"},
+        "objects2": {"engine": "minio", "host": "127.0.0.1", "port": PORTS["minio"] + 1, "adminUser": "admin",
+                     "adminSecret": "m"},
     }}
     key = HEADER + "resources:\n  - uses: objects\n    kind: access_key\n"
     bucket = HEADER.replace("name: shop", "name: other") + "resources:\n  - uses: objects\n    kind: bucket\n    name: shop-x-data  # <-\n"
@@ -465,7 +467,7 @@ def test_a_user_without_a_database_param_needs_the_projects_database(tmp_path):
 def test_nats_streams_on_a_shared_subject_are_a_problem_before_anything_is_made(tmp_path):
     """The default stream takes every `<owner>.>` subject, so a second stream needs its own subjects
     there as well; NATS would refuse the second in the middle of an up."""
-    workspace = {"name": "test", "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": 24222,
+    workspace = {"name": "test", "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": PORTS["nats"],
                                                        "adminUser": "admin", "adminSecret": "natsAdmin"}}}
     default = "  - uses: events\n    kind: stream\n"
     audit = "  - uses: events  # <-\n    kind: stream\n    name: audit\n"
@@ -486,7 +488,7 @@ def test_nats_streams_on_a_shared_subject_are_a_problem_before_anything_is_made(
 def test_a_consumer_filtering_outside_its_streams_subjects_is_a_problem(tmp_path):
     """The provider checks the filter only when the consumer changes: a stream narrowed later would
     leave its consumer filtering on subjects the stream no longer takes, receiving nothing."""
-    workspace = {"name": "test", "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": 24222,
+    workspace = {"name": "test", "shared": {"events": {"engine": "nats", "host": "127.0.0.1", "port": PORTS["nats"],
                                                        "adminUser": "admin", "adminSecret": "natsAdmin"}}}
     stream = "  - uses: events\n    kind: stream\n    name: s1\n    params: {subjects: [shop.s1.a]}\n"
     consumer = ("  - uses: events\n    kind: consumer\n    name: c1\n"
@@ -839,8 +841,9 @@ def test_exports_render_whole_numbers_as_integers():
     from components.templates import engine_template
 
     dsn = engine_template("postgres").kinds["database"].exports["dsn"]
-    rendered = dsn.render({"user": "shop", "password": "p@ss word", "host": "127.0.0.1", "port": 25432.0, "database": "shop"})
-    assert rendered == "postgresql://shop:p%40ss%20word@127.0.0.1:25432/shop"
+    rendered = dsn.render({"user": "shop", "password": "p@ss word", "host": "127.0.0.1", "port": float(PORTS["postgres"]),
+                         "database": "shop"})
+    assert rendered == f"postgresql://shop:p%40ss%20word@127.0.0.1:{PORTS['postgres']}/shop"
 
 
 def test_messages_name_the_stack_config_file_where_pulumi_keeps_it(tmp_path):
@@ -880,7 +883,7 @@ def test_generated_credentials_on_a_kind_without_any_are_a_problem(tmp_path):
 # --- names: mapped per engine, collisions after mapping refused naming both ----------------------
 
 MAPPING_WORKSPACE = {**WORKSPACE, "shared": {**WORKSPACE["shared"], "s3": {
-    "engine": "minio", "host": "127.0.0.1", "port": 29000, "adminUser": "admin", "adminSecret": "minioAdmin"}}}
+    "engine": "minio", "host": "127.0.0.1", "port": PORTS["minio"], "adminUser": "admin", "adminSecret": "minioAdmin"}}}
 
 
 @pytest.mark.parametrize("first, second, mapped", [

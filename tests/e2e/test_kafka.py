@@ -33,8 +33,9 @@ from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, write_project
 from tests.kafka_clients import TIMEOUT, consume_one, produce, settings
+from tools.engines.ports import PORTS
 
-KAFKA_PORT = 29092
+KAFKA_PORT = PORTS["kafka"]
 
 
 

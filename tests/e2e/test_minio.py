@@ -28,8 +28,9 @@ from pulumi import automation as auto
 
 from providers.minio import BUCKET_KEY_SUFFIX
 from tests.e2e.conftest import changes, explicit_name, local_workspace, stored_state, write_project
+from tools.engines.ports import PORTS
 
-HOST, PORT = "127.0.0.1", 29000
+HOST, PORT = "127.0.0.1", PORTS["minio"]
 ENDPOINT = f"http://{HOST}:{PORT}"
 
 
@@ -165,5 +166,5 @@ def test_minio_two_projects_up_preview_refresh_retain(project_dir, offline_env, 
     assert changes(stack.preview()) == {}
 
     # The composed export, last so the lifecycle above is shown even while it fails: numbers come
-    # back from the provider protocol as floats, and the template must not render port 29000.0.
+    # back from the provider protocol as floats, and the template must not render the port with a '.0'.
     assert (key_a["endpoint"], uploads["endpoint"]) == (ENDPOINT, ENDPOINT)

@@ -20,8 +20,9 @@ from pulumi import automation as auto
 from providers.nats import Account, admin_credential, run_private
 from tests.conftest import configured
 from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, write_project
+from tools.engines.ports import PORTS
 
-NATS_PORT = 24222
+NATS_PORT = PORTS["nats"]
 
 
 

@@ -16,8 +16,9 @@ from psycopg import sql
 from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, stored_state, write_project
+from tools.engines.ports import PORTS
 
-PG_PORT = 25432
+PG_PORT = PORTS["postgres"]
 
 
 

@@ -19,8 +19,9 @@ from pulumi import automation as auto
 from providers.credentials import predictable_password
 from providers.redis.client import ACL_OWNERS_KEY, ALLOCATIONS_KEY
 from tests.e2e.conftest import changes, local_workspace, write_project
+from tools.engines.ports import PORTS
 
-REDIS = {"host": "127.0.0.1", "port": 26379}
+REDIS = {"host": "127.0.0.1", "port": PORTS["redis"]}
 
 
 

@@ -28,10 +28,11 @@ from minio.minioadmin import MinioAdmin
 from psycopg import sql
 
 from tests.e2e.conftest import changes, e2e_stack
+from tools.engines.ports import PORTS
 from tools.pulumi_env import ROOT
 
-PG = ("127.0.0.1", 25432)
-MINIO = ("127.0.0.1", 29000)
+PG = ("127.0.0.1", PORTS["postgres"])
+MINIO = ("127.0.0.1", PORTS["minio"])
 DEVSTACK = Path(sys.executable).parent / "devstack"
 #: The spec's project name: fixed, so the fixture clears what an earlier, killed run may have left.
 PROJECT = "acme"
@@ -129,7 +130,7 @@ def test_the_specs_example_goes_up_as_the_spec_says(project_dir, offline_env, pu
     shown = devstack(project_dir, offline_env, "env", PROJECT, "api", "-w", "e2e", "--show-secrets", "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["env"] == {"PGPASSWORD": "acme"}
-    code = "import os, psycopg; print(psycopg.connect(host='127.0.0.1', port=25432, user='acme', dbname='acme').info.dbname)"
+    code = f"import os, psycopg; print(psycopg.connect(host='127.0.0.1', port={PG[1]}, user='acme', dbname='acme').info.dbname)"
     ran = devstack(project_dir, offline_env, "exec", PROJECT, "api", "-w", "e2e", "--", sys.executable, "-c", code)
     assert (ran.returncode, ran.stdout.strip()) == (0, "acme"), ran.stderr
 

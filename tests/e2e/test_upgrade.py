@@ -34,11 +34,12 @@ from tests.e2e.test_localstack import aws
 from tests.e2e.test_minio import s3_as
 from tests.e2e.test_postgres_database import database_exists
 from tests.kafka_clients import produce
+from tools.engines.ports import PORTS
 from tools.pulumi_env import ROOT
 
 #: The last commit before resources recorded their naming: "the previous release".
 PREVIOUS = "7ef178c"
-PG, REDIS = ("127.0.0.1", 25432), ("127.0.0.1", 26379)
+PG, REDIS = ("127.0.0.1", PORTS["postgres"]), ("127.0.0.1", PORTS["redis"])
 #: Steps that would drop, rename or replace what the previous release made.
 DESTRUCTIVE = {"delete", "replace", "create-replacement", "delete-replaced", "discard", "read-replacement"}
 #: The outputs that name an engine object or hold a credential: the previous release's must stay.
@@ -51,10 +52,10 @@ def shared(admin) -> dict[str, dict]:
         return {"engine": engine, "host": "127.0.0.1", "port": port, "adminUser": user or admin[engine].user,
                 "adminSecret": secret}
 
-    return {"pg": instance("postgres", PG[1], "pgAdmin"), "objects": instance("minio", 29000, "minioAdmin"),
-            "cache": instance("redis", REDIS[1], "redisAdmin"), "kafka": instance("kafka", 29092, "kafkaAdmin"),
-            "events": instance("nats", 24222, "natsAdmin"),
-            "aws": instance("localstack", 24566, "awsAdmin")}
+    return {"pg": instance("postgres", PG[1], "pgAdmin"), "objects": instance("minio", PORTS["minio"], "minioAdmin"),
+            "cache": instance("redis", REDIS[1], "redisAdmin"), "kafka": instance("kafka", PORTS["kafka"], "kafkaAdmin"),
+            "events": instance("nats", PORTS["nats"], "natsAdmin"),
+            "aws": instance("localstack", PORTS["localstack"], "awsAdmin")}
 
 
 def secrets_of(admin) -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from tests.faults.conftest import (
     tenants,
     write_project,
 )
+from tests.waiting import eventually
 from tools.pulumi_env import ROOT, pulumi_env
 
 # Bounded: a hung pulumi run fails this test instead of holding up the suite.
@@ -97,9 +97,7 @@ def test_second_up_on_the_same_stack_fails_on_the_lock(project_dir, offline_env,
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             running = pool.submit(first.up)
-            deadline = time.monotonic() + 60
-            while not any(locks.rglob("*.json")) and time.monotonic() < deadline:
-                time.sleep(0.02)
+            eventually(lambda: any(locks.rglob("*.json")), 60, "the first up's lock on the stack", interval=0.02)
             with pytest.raises(auto.errors.ConcurrentUpdateError) as refused:
                 second.up()
             assert changes(running.result()) == {"create": 10}  # stack, workspace, project, 6 tenants, account

@@ -31,6 +31,7 @@ from bench.sweep import sweep
 from devstack import ledger
 from devstack.errors import EngineError
 from tests.faults.conftest import MIX, PER_PROJECT, changes, checkpoint, configure, every_engine, new_stack, tenants, write_project
+from tests.waiting import eventually
 from tools.pulumi_env import BIN_DIR
 
 # Bounded: a hung pulumi run fails this test instead of holding up the suite.
@@ -59,22 +60,25 @@ def kill_mid_run(work: Path, env: dict[str, str], log: Path, at_least: int, time
             [str(BIN_DIR / "pulumi"), "up", "--yes", "--skip-preview", "--non-interactive", "--stack", "faults"],
             cwd=work, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
+
+    def killable() -> bool:
         recorded, pending = progress(env)
-        if recorded >= at_least and pending:
-            break
-        time.sleep(0.02)
-    children = descendants(proc.pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert progress(env)[0] < PROJECTS * PER_PROJECT, "the run finished before it could be killed"
-    time.sleep(1)  # in-flight provider calls finish on their own, as they would for a user
-    for pid in children:  # the orphaned language host and provider: ours, ended by pid
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        return proc.poll() is not None or (recorded >= at_least and bool(pending))
+
+    try:
+        eventually(killable, timeout, f"`pulumi up` to record {at_least} tenants with creates in flight", interval=0.02)
+    finally:  # killed either way: a run left going would hold the stack and the engines
+        children = descendants(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        recorded = progress(env)[0]
+        time.sleep(1)  # in-flight provider calls finish on their own, as they would for a user
+        for pid in children:  # the orphaned language host and provider: ours, ended by pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert recorded < PROJECTS * PER_PROJECT, "the run finished before it could be killed"
 
 
 def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_command, admin, shared, prefix,

@@ -9,7 +9,6 @@ CLUSTER_AUTHORIZATION_FAILED (a tenant's principal has no cluster rights).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourcePatternType, ResourceType)
 
 from tests.isolation.conftest import Matrix, Op, Tenants, cases
+from tests.kafka_clients import next_message
 
 ENGINE = "kafka"
 #: Seconds any one broker answer may take.
@@ -88,16 +88,10 @@ def consume(tenants: Tenants, target: str) -> None:
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
         consumer.subscribe([name])
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            assert msg.value() == target.encode()
-            return
-        raise AssertionError(f"neither a message nor an error from {name} within {WAIT}s")
+        msg = next_message(consumer, WAIT, f"a message or an error from {name}")
+        if msg.error():
+            raise KafkaException(msg.error())
+        assert msg.value() == target.encode()
     finally:
         consumer.close()
 

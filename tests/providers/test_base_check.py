@@ -6,8 +6,9 @@ from __future__ import annotations
 from providers.kafka import Topic
 from tests.conftest import configured
 from tests.providers.conftest import props
+from tools.engines.ports import PORTS
 
-SHARED = {"kafka": {"engine": "kafka", "host": "127.0.0.1", "port": 29092, "adminUser": "admin",
+SHARED = {"kafka": {"engine": "kafka", "host": "127.0.0.1", "port": PORTS["kafka"], "adminUser": "admin",
                     "adminSecret": "kafkaAdmin"}}
 #: What a cluster with a broker down answers for every question: it cannot hold 3 replicas.
 HELD_BACK = [("replication_factor", "3 replicas need as many brokers and the cluster has 2", "set it to at most 2")]

@@ -6,6 +6,7 @@ import pytest
 
 from providers.postgres import Database
 from tests.conftest import configured
+from tools.engines.ports import PORTS
 
 BASE = {
     "engine": "postgres", "instance": "pg", "kind": "database", "name": "shop", "owner": "shop",
@@ -13,7 +14,7 @@ BASE = {
     "params": Database.normalized_params({"encoding": "UTF8", "locale": "C.UTF-8"}, "shop", "shop"),
     "credentials": "predictable", "purge": False, "stack": "local",
 }
-OUTPUTS = {**BASE, "host": "127.0.0.1", "port": 25432, "user": "shop", "database": "shop", "password": "x"}
+OUTPUTS = {**BASE, "host": "127.0.0.1", "port": PORTS["postgres"], "user": "shop", "database": "shop", "password": "x"}
 
 
 def changed(**overrides):
@@ -117,7 +118,7 @@ def test_params_an_older_release_stored_unnormalized_are_no_change(purge):
     assert Database().check({k: v for k, v in stored.items() if k in BASE}, news).failures == []
 
 
-@pytest.mark.parametrize("host, port", [("127.0.0.1", 25433), ("localhost", 25432)])
+@pytest.mark.parametrize("host, port", [("127.0.0.1", PORTS["postgres"] + 1), ("localhost", PORTS["postgres"])])
 def test_an_instance_moved_in_the_config_updates_its_resources_address(host, port):
     """A plain up after the server moved had left a service's imports (from the resource's outputs) on the
     old address and its ${ref}s (from the config) on the new one."""

@@ -12,10 +12,11 @@ from pulumi.dynamic.dynamic import serialize_provider
 
 from providers import registry
 from tests.conftest import configured
+from tools.engines.ports import PORTS
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_PASSWORD = "admin-secret-9f2c"
-WORKSPACE = {"shared": {"pg": {"engine": "postgres", "port": 25432, "adminUser": "postgres",
+WORKSPACE = {"shared": {"pg": {"engine": "postgres", "port": PORTS["postgres"], "adminUser": "postgres",
                                "adminSecret": "pgAdminPassword"}}}
 
 

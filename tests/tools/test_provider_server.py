@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from tests.tools.gate_provider import GATE_SIZE, Failing, Gate
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,9 +116,7 @@ def test_a_server_whose_engine_was_killed_exits_by_itself():
         assert not exited(pid)  # its engine is alive: it serves on
         engine.kill()
         engine.wait()
-        deadline = time.monotonic() + 15
-        while not exited(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        eventually(lambda: exited(pid), 15, f"the provider server (pid {pid}) to exit", interval=0.2)
         assert exited(pid)
     finally:
         if not exited(pid):

@@ -1,6 +1,6 @@
 """The local Kafka engine: start/stop/status, admin health, and that ACLs are enforced.
 
-Runs the real broker (tools/engines/kafka.py) on 127.0.0.1:29092. When the
+Runs the real broker (tools/engines/kafka.py) on its loopback port. When the
 project's engines are already running (scripts/test starts them before
 pytest), that broker is tested with its admin credential from the stack
 config and left running; otherwise a scratch broker is started in a
@@ -11,7 +11,6 @@ removed again.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from types import SimpleNamespace
 
@@ -35,7 +34,9 @@ from confluent_kafka.admin import (  # noqa: E402
 
 from tests.providers.conftest import engine_under_test
 from tests import kafka_clients
+from tests.waiting import eventually
 from tools.engines import base, kafka  # noqa: E402
+from tools.engines.ports import PORTS
 
 # These start and stop engines of their own on the real ports: scripts/test runs
 # them (`-m lifecycle`) before it starts the shared engines for everything else.
@@ -43,6 +44,7 @@ pytestmark = pytest.mark.lifecycle
 
 STARTED_HERE = {"engine": False}
 RUN = uuid.uuid4().hex[:8]  # keeps runs against a kept engine apart
+ADDRESS = f"127.0.0.1:{PORTS['kafka']}"
 # the fixture replaces these with the stack config's admin when it reuses a running broker
 ADMIN = SimpleNamespace(user="admin", password="kafka-test-admin-password")
 USER_A = SimpleNamespace(user=f"tenant-a-{RUN}", password="tenant-a-password")
@@ -94,10 +96,8 @@ def tenants(engine):
     # the controller has committed them; wait until the broker's authorizer has them too
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                                   AclOperation.ANY, AclPermissionType.ANY)
-    deadline = time.monotonic() + 30
-    while set(acls) - set(client.describe_acls(everything).result(timeout=30)):
-        assert time.monotonic() < deadline, "created ACLs never became visible on the broker"
-        time.sleep(0.2)
+    eventually(lambda: not set(acls) - set(client.describe_acls(everything).result(timeout=30)), 30,
+               "the created ACLs to become visible on the broker", interval=0.2)
     yield client
     client = AdminClient(cfg(ADMIN))  # the broker may have been restarted meanwhile
     for user in (USER_A, USER_B):
@@ -122,7 +122,7 @@ def test_start_is_idempotent_and_status_healthy(engine):
     assert "already running" in again and str(pid) in again
     status = engine.status()
     assert status.running and status.healthy and status.pid == pid
-    assert status.address == "127.0.0.1:29092"
+    assert status.address == ADDRESS
     assert kafka.api_versions_ok()
 
 
@@ -173,7 +173,7 @@ def test_wrong_admin_password_is_rejected(engine):
     with pytest.raises(base.EngineError) as info:
         engine.ensure_credential(wrong)
     message = str(info.value)
-    assert "kafka" in message and "127.0.0.1:29092" in message and str(engine.log_file) in message
+    assert "kafka" in message and ADDRESS in message and str(engine.log_file) in message
     assert "rejects the admin credential" in message
 
 

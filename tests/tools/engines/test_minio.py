@@ -1,7 +1,7 @@
 """The local MinIO engine: start/stop/status, root credential, and bucket-limited access.
 
 Runs the real MinIO server (built by tools/minio/build.sh; the engine builds
-it on first start) on 127.0.0.1:29000. When the project's engines are
+it on first start) on its loopback port. When the project's engines are
 already running (scripts/test starts them before pytest), that server is
 tested with its root credential from the stack config and left running;
 otherwise a scratch server is started in a temporary engines dir with fixed
@@ -24,6 +24,7 @@ from minio.minioadmin import MinioAdmin  # noqa: E402
 
 from tests.providers.conftest import engine_under_test
 from tools.engines import base, minio as minio_engine  # noqa: E402
+from tools.engines.ports import PORTS
 
 # These start and stop engines of their own on the real ports: scripts/test runs
 # them (`-m lifecycle`) before it starts the shared engines for everything else.
@@ -35,7 +36,7 @@ RUN = uuid.uuid4().hex[:8]
 ROOT = SimpleNamespace(user="devstack-root", password="minio-test-root-password")
 BUCKET_A = f"proj-a-{RUN}"
 BUCKET_B = f"proj-b-{RUN}"
-ADDRESS = "127.0.0.1:29000"
+ADDRESS = f"127.0.0.1:{PORTS['minio']}"
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -36,6 +35,8 @@ from providers.nats import Account, AccountSpec, Stream, admin_credential
 from providers.redis.acl_user import AclUser
 from tests.conftest import configured
 from tests.providers.conftest import props
+from tests.waiting import eventually
+from tools.engines.ports import NATS_MONITOR_PORT, PORTS as ENGINE_PORTS
 
 # These start and stop engines of their own on the real ports: scripts/test runs
 # them (`-m lifecycle`) before it starts the shared engines for everything else.
@@ -43,9 +44,8 @@ pytestmark = pytest.mark.lifecycle
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
-PORTS = {"postgres": 25432, "redis": 26379, "localstack": 24566, "nats": 24222}
+PORTS = {engine: ENGINE_PORTS[engine] for engine in ("postgres", "redis", "localstack", "nats")}
 ENGINES = list(PORTS)  # registry order
-NATS_MONITOR_PORT = 28222
 CREDS = {
     "postgres": ("devstack_admin", "pg-test-Pa55-word"),
     "redis": ("devstack_admin", "redis-test-Pa55-word"),
@@ -246,7 +246,8 @@ def test_nats_streams_of_the_former_shared_account_move_into_their_owners_accoun
     marker = {"devstack.managed-by": "devstack", "devstack.owner": "legacy", "devstack.stack": "local"}
 
     async def fill():
-        client = await _nats_connect_until(f"nats://{HOST}:{port}", user=user, password=password)
+        client = await nats.connect(f"nats://{HOST}:{port}", user=user, password=password, allow_reconnect=False,
+                                    max_reconnect_attempts=0, connect_timeout=2)
         try:
             js = client.jetstream()
             await js.add_stream(name="legacy", subjects=["legacy.>"], metadata=marker)
@@ -256,6 +257,7 @@ def test_nats_streams_of_the_former_shared_account_move_into_their_owners_accoun
             await client.close()
 
     try:
+        eventually(lambda: _port_open(port), 10, f"the nats-server at {HOST}:{port} to take connections")
         run_nats(fill)
     finally:
         old.terminate()
@@ -346,7 +348,7 @@ def test_changed_password_on_running_redis_fails_with_restart_hint(engines_dir):
     new = {**CREDS, "redis": (CREDS["redis"][0], "redis-new-Pa55")}
     refused = run_cli(engines_dir, "start", "redis", creds=new)
     assert refused.returncode == 1
-    assert "redis on 127.0.0.1:26379" in refused.stderr and "stop redis" in refused.stderr
+    assert f"redis on 127.0.0.1:{PORTS['redis']}" in refused.stderr and "stop redis" in refused.stderr
     assert str(engines_dir / "redis" / "redis.log") in refused.stderr
 
 
@@ -393,11 +395,7 @@ def _acl_user_provider(name: str):
 
 def _kill_and_wait(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
-    for _ in range(100):  # bounded: 5s
-        if start_time(pid) is None:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"pid {pid} outlived SIGKILL")
+    eventually(lambda: start_time(pid) is None, 5, f"pid {pid} to end after SIGKILL")
 
 
 def test_a_tenant_acl_user_stays_the_projects_after_redis_is_killed(engines_dir):
@@ -490,18 +488,6 @@ async def _nats_connect(secret: str) -> None:
     client = await nats.connect(f"nats://{HOST}:{PORTS['nats']}", **admin_credential(secret),
                                 allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3)
     await client.close()
-
-
-async def _nats_connect_until(url: str, **auth):
-    """A connection to a nats-server just launched, once it listens (10 s at most)."""
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            return await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **auth)
-        except (OSError, nats.errors.NoServersError) as err:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the nats-server at {url} did not take connections within 10s: {err}") from err
-            await asyncio.sleep(0.05)
 
 
 def _nats_provider(kind):
