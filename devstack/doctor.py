@@ -33,7 +33,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -422,34 +421,9 @@ def _nats(instance: SharedInstance) -> str:
     return run_private(probe())
 
 
-def _kafka(instance: SharedInstance) -> str:
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    from providers import kafka
-
-    problems: list[KafkaError] = []
-    admin = AdminClient({**kafka.client_settings(instance), "error_cb": problems.append})
-    refused = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
-    deadline = time.monotonic() + 2 * TIMEOUT
-    while True:  # short rounds, so a refused login ends the wait at once
-        try:
-            admin.list_topics(timeout=0.5)
-            break
-        except KafkaException as err:
-            admin.poll(0.1)  # delivers error_cb, where a refused login shows up
-            rejected = [p for p in problems if p.code() in refused]
-            if rejected:
-                raise Rejected(rejected[-1].str()) from err
-            if time.monotonic() > deadline:
-                raise NoAnswer(f"no answer within {2 * TIMEOUT:.0f}s: {err.args[0].str() if err.args else err}") from err
-    # Brokers do not report their release over the protocol; the workspace says which it is.
-    return f"{instance.version} (declared)" if instance.version else "unknown (brokers do not report it)"
-
-
 PROBES: dict[str, Callable[[SharedInstance], str]] = {
     "postgres": _postgres, "minio": _minio,
-    "localstack": _localstack, "nats": _nats, "kafka": _kafka,
+    "localstack": _localstack, "nats": _nats,
 }
 
 

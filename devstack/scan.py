@@ -14,10 +14,6 @@ What a scan cannot see (by design of the markers):
 - postgres: a project's LOGIN role is part of its `database` (marker kind
   "database"), not a resource of its own; a role left behind without its
   database is not reported. Objects inside a tenant database are data.
-- kafka: a registry marker whose topic or principal does not exist (the
-  provider writes the marker first) is not a resource; a principal with ACL
-  bindings but no SCRAM credential reads as gone, as the provider's observe
-  says.
 - minio: a `devstack-<key>` policy left without its user is not listed. A
   bucket's own key (`<bucket>~key`) is part of its bucket, not an access
   key; one left behind by its bucket is listed as that bucket.
@@ -417,32 +413,6 @@ def _nats_found(instance: SharedInstance, kind: str, name: str, metadata: dict[s
     return Found("nats", instance.name, kind, name, owner, stack if owner else None)
 
 
-# --- kafka ------------------------------------------------------------------------------
-
-
-def scan_kafka(instance: SharedInstance, kinds: set[str]) -> list[Found]:
-    """Topics (internal `__*` ones skipped) and SCRAM principals, owners from the `__devstack_owners` registry."""
-    from providers import kafka as kf
-
-    admin = kf.admin_client(instance)
-    found: list[Found] = []
-    with kf.broker_failures_named(instance):  # a broker lost after the connect, as in a provider's verbs
-        markers = kf.read_markers(instance, admin)
-        if "topic" in kinds:
-            topics = admin.list_topics(timeout=kf.REQUEST_TIMEOUT).topics
-            found += [_kafka_found(instance, "topic", t, markers.get(f"topic:{t}"))
-                      for t in sorted(topics) if not t.startswith("__")]
-        if "acl" in kinds:
-            future = admin.describe_user_scram_credentials(request_timeout=kf.REQUEST_TIMEOUT)
-            users = kf.result(future, "list", "SCRAM users") or {}
-            found += [_kafka_found(instance, "acl", u, markers.get(f"acl:{u}")) for u in sorted(users)]
-    return found
-
-
-def _kafka_found(instance: SharedInstance, kind: str, name: str, marker: str | None) -> Found:
-    return Found("kafka", instance.name, kind, name, marker_owner(marker), marker_field(marker, "stack"))
-
-
 # --- entry point ------------------------------------------------------------------------
 
 SCANNERS: dict[str, Callable[[SharedInstance, set[str]], list[Found]]] = {
@@ -450,7 +420,6 @@ SCANNERS: dict[str, Callable[[SharedInstance, set[str]], list[Found]]] = {
     "minio": scan_minio,
     "localstack": scan_localstack,
     "nats": scan_nats,
-    "kafka": scan_kafka,
 }
 
 

@@ -203,7 +203,7 @@ def _nats_system(instance, work):
 
 
 def _kafka(instance) -> AdminClient:
-    from providers.kafka import client_settings
+    from providers.kafka.client import client_settings
 
     return AdminClient(client_settings(instance))
 

@@ -67,7 +67,7 @@ def projects(admin):
     names = [f"e2e-a-{suffix}", f"e2e-b-{suffix}"]
     yield names
     from providers.instances import SharedInstance
-    from providers.kafka import read_markers, write_marker
+    from providers.kafka.owners import read_markers, write_marker
 
     def ours(name: str) -> bool:
         return name.split(".")[0] in names or name.endswith(f"-{suffix}")

@@ -3,7 +3,7 @@ question's answer is given)."""
 
 from __future__ import annotations
 
-from providers.kafka import Topic
+from providers.kafka.topic import Topic
 from tests.conftest import configured
 from tests.providers.conftest import props
 from tools.engines.ports import PORTS
