@@ -48,8 +48,8 @@ class LazyModule:
 
     For a provider module's client library, bound at module level as the import
     would bind it (`psycopg = LazyModule("psycopg")`): the program, check and
-    diff load every kind's module but never call an engine, and the libraries
-    took some 0.3s of each run's start to import for nothing.
+    diff load every kind's module but never call an engine, so they need not pay
+    for importing its library.
     """
 
     def __init__(self, name: str) -> None:

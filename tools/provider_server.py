@@ -24,7 +24,7 @@ and exits.
 When the engine interrupts it (the deployment is over), the process exits at
 once instead of finalizing the interpreter: every call's effect is durable
 before the call returns, so there is nothing to tear down, and destroying the
-engine clients (librdkafka's above all) kept `pulumi` waiting some 0.3s.
+engine clients (librdkafka's above all) would keep `pulumi` waiting.
 """
 
 from __future__ import annotations

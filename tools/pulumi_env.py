@@ -32,7 +32,7 @@ def let_plugins_see_sigint() -> None:
     A shell without job control starts a background job (`cmd &`) with SIGINT
     ignored, and an ignored signal passes on to every child. Pulumi stops its
     plugins with SIGINT and kills them only 5s later, so every command of such
-    a job stalled 5s per plugin.
+    a job would wait 5s per plugin.
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
