@@ -141,8 +141,9 @@ def localstack(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
 
 def nats_streams(address: tuple[str, int], cred: Any, owners: list[str]) -> None:
     """Each owner's account (pushed through the system account), then its stream, in that account."""
-    from providers import nats_auth
-    from providers.nats import account_claims, account_jwt, admin_credential
+    from providers.nats import auth as nats_auth
+    from providers.nats.claims import account_claims, account_jwt
+    from providers.nats.session import admin_credential
 
     operator = nats_auth.Operator.from_secret(cred.password)
     url = f"nats://{address[0]}:{address[1]}"

@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 )
 from psycopg import sql
 
-from providers import nats_auth
+from providers.nats import auth as nats_auth
 from providers.markers import marker_owner
 
 
@@ -120,7 +120,8 @@ def localstack(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) 
 
 def nats_streams(address: tuple[str, int], cred: Any, prefix: str, dry_run: bool) -> int:
     """The streams in the accounts of projects named `prefix...`; unless dry_run, the accounts go too."""
-    from providers.nats import account_claims, account_description, admin_credential, all_accounts
+    from providers.nats.claims import account_claims, account_description, all_accounts
+    from providers.nats.session import admin_credential
 
     async def main() -> int:
         url = f"nats://{address[0]}:{address[1]}"

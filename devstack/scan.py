@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from providers.markers import marker_field, marker_owner
-from providers.errors import InvalidSpec, Unsupported
+from providers.errors import InvalidSpec
 from providers.identity import CURRENT_NAMING, PREFIXED
 from providers.engine import Found
 from providers.instances import SharedInstance
@@ -336,90 +336,12 @@ def _tables(instance: SharedInstance) -> Iterator[tuple[str, dict[str, str]]]:
         yield from _unless_vanished(name, lambda name=name: tags(name))
 
 
-# --- nats -------------------------------------------------------------------------------
-
-
-def scan_nats(instance: SharedInstance, kinds: set[str]) -> list[Found]:
-    """Accounts (the server's resolver lists them; the marker is in each JWT's description) and, in each,
-    the streams (`KV_<bucket>` ones are kv buckets) and their consumers, with their metadata markers.
-    An account devstack did not make (no marker) is listed, never looked into."""
-    from providers import nats as nt
-
-    system_account = nt.nats_auth.public(nt.operator_of(instance).system)
-
-    async def listed(system: nt.Session) -> list[tuple[str, dict[str, Any]]]:
-        keys = [key for key in await nt.all_accounts(system.nc) if key != system_account]
-        return [(key, claims) for key in keys if (claims := await nt.account_claims(system.nc, key)) is not None]
-
-    found = []
-    for key, claims in nt.run(instance, listed):
-        marker = nt.account_description(claims)
-        owner = marker_owner(marker)
-        if "account" in kinds:
-            found.append(Found("nats", instance.name, "account", str(claims.get("name") or key), owner,
-                               marker_field(marker, "stack")))
-        if owner is None or nt.account_key(instance, owner) != key or not kinds & {"stream", "kv", "consumer"}:
-            continue
-
-        async def work(session: nt.Session) -> list[Found]:
-            streams = []
-            for info in await nt.all_streams(session.js):
-                streams += await _stream_found(session, instance, info, kinds)
-            return streams
-
-        try:
-            found += nt.observed(instance, owner, work) or []
-        except Unsupported:
-            continue  # no JetStream in that account (its limits did not fit the server): nothing in it to list
-    return found
-
-
-async def _stream_found(session: Any, instance: SharedInstance, info: Any, kinds: set[str]) -> list[Found]:
-    from providers import nats as nt
-
-    name = info.config.name or ""
-    kv = name.startswith(nt.KV_STREAM_PREFIX)
-    kind = "kv" if kv else "stream"
-    found = []
-    if kind in kinds:
-        engine_name = name[len(nt.KV_STREAM_PREFIX):] if kv else name
-        found.append(_nats_found(instance, kind, engine_name, info.config.metadata))
-    if "consumer" in kinds and not kv:
-        for consumer in await _consumers(session.js, name):
-            found.append(_nats_found(instance, "consumer", consumer.name or "", consumer.config.metadata))
-    return found
-
-
-async def _consumers(js: Any, stream: str) -> list[Any]:
-    """Every consumer of a stream (the server pages them 256 at a time); none when the stream went meanwhile."""
-    from nats.js.errors import NotFoundError
-
-    found: list[Any] = []
-    try:
-        while page := await js.consumers_info(stream, offset=len(found)):
-            found += page
-            if len(page) < 256:
-                break
-    except NotFoundError:
-        return []
-    return found
-
-
-def _nats_found(instance: SharedInstance, kind: str, name: str, metadata: dict[str, str] | None) -> Found:
-    from providers import nats as nt
-
-    stack = (metadata or {}).get(nt.MARKER_PREFIX + "stack")
-    owner = nt.metadata_owner(metadata)
-    return Found("nats", instance.name, kind, name, owner, stack if owner else None)
-
-
 # --- entry point ------------------------------------------------------------------------
 
 SCANNERS: dict[str, Callable[[SharedInstance, set[str]], list[Found]]] = {
     "postgres": scan_postgres,
     "minio": scan_minio,
     "localstack": scan_localstack,
-    "nats": scan_nats,
 }
 
 

@@ -533,7 +533,7 @@ def test_a_devstack_project_may_have_kafka_topics_but_no_principal(tmp_path):
 
 def test_max_deliver_zero_is_normalized_to_what_the_server_stores():
     """The server keeps 0 (unlimited) as -1; normalized the same way, a refresh finds no drift."""
-    from providers.nats import ConsumerSpec
+    from providers.nats.consumer import ConsumerSpec
 
     assert ConsumerSpec.model_validate({"stream": "s", "maxDeliver": 0}).max_deliver == -1
 

@@ -39,11 +39,12 @@ from devstack.errors import Aborted
 from devstack.scan import Found, declaration_name
 from components.yamlfile import encryption_salt
 from providers.markers import marker_workspace
-from providers import nats_auth, registry, s3
+from providers import registry, s3
+from providers.nats import auth as nats_auth
 from providers.errors import EngineUnavailable
 from providers.identity import PREFIXED, Identity
 from providers.instances import instances_from_config
-from providers.nats import admin_credential
+from providers.nats.session import admin_credential
 from tests.devstack.conftest import (
     Sandbox,
     import_state,

@@ -20,8 +20,8 @@ import yaml
 from nats.js.errors import NotFoundError
 from pulumi import automation as auto
 
-from providers import nats_auth
-from providers.nats import run_private
+from providers.nats import auth as nats_auth
+from providers.nats.session import run_private
 from tests.devstack.conftest import Sandbox, make_env
 from tools.pulumi_env import ROOT
 

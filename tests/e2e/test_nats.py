@@ -17,7 +17,8 @@ import pytest
 from nats.js.errors import NotFoundError
 from pulumi import automation as auto
 
-from providers.nats import Account, admin_credential, run_private
+from providers.nats.account import Account
+from providers.nats.session import admin_credential, run_private
 from tests.conftest import configured
 from tests.e2e.conftest import changes, e2e_stack, explicit_name, local_workspace, write_project
 from tools.engines.ports import PORTS

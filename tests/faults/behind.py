@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.admin import ConfigSource
 from psycopg import sql
 
-from providers.nats import admin_credential
+from providers.nats.session import admin_credential
 
 TIMEOUT = 30
 

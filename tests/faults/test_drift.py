@@ -86,8 +86,8 @@ def test_a_nats_account_deleted_or_changed_behind_pulumis_back(project_dir, offl
                                                               shared, prefix):
     """The implied account: limits set by hand are drift the next up puts back; an account deleted by hand
     (its stream out of reach with it) leaves the ledger at refresh, and the next up makes both again."""
-    from providers import nats_auth
-    from providers.nats import AccountSpec, account_claims, account_description, account_params
+    from providers.nats import auth as nats_auth
+    from providers.nats.claims import AccountSpec, account_claims, account_description, account_params
 
     changed, dropped = f"{prefix}-limits", f"{prefix}-acct"
     files = [write_project(project_dir, name, [{"uses": "events", "kind": "stream", "purge": True}])

@@ -23,8 +23,8 @@ from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 from nats.js.errors import NotFoundError
 
-from providers import nats_auth
-from providers.nats import run_private
+from providers.nats import auth as nats_auth
+from providers.nats.session import run_private
 from tests.isolation.conftest import Matrix, Op, Tenants, cases
 
 ENGINE = "nats"

@@ -19,7 +19,7 @@ import shutil
 import sysconfig
 from pathlib import Path
 
-from providers import nats_auth
+from providers.nats import auth as nats_auth
 from tools.engines.base import HOST, Credential, Engine, http_status, write_private
 from tools.engines.ports import NATS_MONITOR_PORT, PORTS
 
@@ -126,7 +126,7 @@ class Nats(Engine):
         """Put a project's account where the full resolver reads it at start, unless it is there."""
         path = self.accounts_dir / f"{nats_auth.public(account)}.jwt"
         if not path.exists():
-            from providers.nats import account_jwt  # the provider's own claims, defaults and marker
+            from providers.nats.claims import account_jwt  # the provider's own claims, defaults and marker
             write_private(path, account_jwt(operator, owner, stack))
 
 
@@ -151,7 +151,7 @@ def _issued_for(token: str | None, subject: str) -> bool:
 
 def _stream_marker(meta: Path) -> tuple[str | None, str]:
     """(owner, workspace) a stream's stored config names in its devstack metadata."""
-    from providers.nats import metadata_owner, metadata_workspace
+    from providers.nats.jetstream import metadata_owner, metadata_workspace
 
     try:
         metadata = json.loads(meta.read_text()).get("metadata") or {}

@@ -31,7 +31,10 @@ import pytest
 import redis
 
 from providers.identity import Identity
-from providers.nats import Account, AccountSpec, Stream, admin_credential
+from providers.nats.account import Account
+from providers.nats.claims import AccountSpec
+from providers.nats.session import admin_credential
+from providers.nats.stream import Stream
 from providers.redis.acl_user import AclUser
 from tests.conftest import configured
 from tests.providers.conftest import props
