@@ -268,61 +268,6 @@ def _first_line(err: BaseException) -> str:
 # --- per-engine probes: admin login plus version --------------------------------
 
 
-#: The databases a server makes for itself, noted when they let every role in. Not a problem that fails
-#: the report: devstack does not change a server-wide grant of a server it does not run (the local engine
-#: revokes it itself), and a project's role there reaches no other project's data, only the catalogs it
-#: sees from its own database too.
-POSTGRES_SERVER_DATABASES = ("postgres", "template1")
-
-
-def postgres_open_database(database: str) -> str:
-    """The note on a server database PUBLIC may still connect to."""
-    return (f"PUBLIC has CONNECT on the server's database `{database}`: every project's role can log in there "
-            f"(and take devstack's DDL lock on `postgres`); close it as a superuser: "
-            f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC")
-
-
-def _postgres(instance: SharedInstance) -> Probed:
-    import psycopg
-
-    try:
-        conn = psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
-                               password=instance.password(), dbname="postgres", connect_timeout=int(TIMEOUT))
-    except psycopg.OperationalError as err:
-        if "authentication failed" in str(err) or "password" in str(err):
-            raise Rejected(_first_line(err)) from err
-        raise
-    with conn:
-        if conn.info.parameter_status("is_superuser") != "on":
-            from providers.postgres import ADMIN_NEEDS, superuser_fix
-
-            raise Unfit(f"{instance.admin_user!r} is not a superuser ({ADMIN_NEEDS})", superuser_fix(instance))
-        version = str(conn.execute("SHOW server_version").fetchone()[0])
-        opened = [name for name in POSTGRES_SERVER_DATABASES if conn.execute(
-            "SELECT has_database_privilege('public', datname, 'CONNECT') FROM pg_database WHERE datname = %s",
-            [name]).fetchone() in ((True,),)]
-    _postgres_asks_for_passwords(instance)
-    return Probed(version, tuple(postgres_open_database(name) for name in opened))
-
-
-def _postgres_asks_for_passwords(instance: SharedInstance) -> None:
-    """Unfit when the admin gets in with a wrong password: `trust` in pg_hba.conf lets anyone in as any
-    role, past every tenant's password."""
-    import secrets
-
-    import psycopg
-
-    try:
-        psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
-                        password=f"wrong-{secrets.token_hex(8)}", dbname="postgres",
-                        connect_timeout=int(TIMEOUT)).close()
-    except psycopg.OperationalError:
-        return
-    raise Unfit("so does anyone with a wrong password (`trust` in pg_hba.conf): every tenant's database is open "
-                "to them as any role, whatever its password",
-                "authenticate host connections with scram-sha-256 in pg_hba.conf, then SELECT pg_reload_conf()")
-
-
 def _minio(instance: SharedInstance) -> str:
     from minio.error import MinioAdminException
 
@@ -387,7 +332,7 @@ def _aws_version(instance: SharedInstance) -> str:
 
 
 PROBES: dict[str, Callable[[SharedInstance], str]] = {
-    "postgres": _postgres, "minio": _minio,
+    "minio": _minio,
     "localstack": _localstack,
 }
 

@@ -389,6 +389,7 @@ def test_a_postgresql_whose_own_databases_let_everyone_connect_is_noted_not_fail
     import psycopg
     from psycopg import sql
 
+    from providers.postgres.probe import open_database
     from tools.engines.postgres import ENGINE
 
     config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"])
@@ -402,7 +403,7 @@ def test_a_postgresql_whose_own_databases_let_everyone_connect_is_noted_not_fail
         finally:
             conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE {} FROM PUBLIC").format(sql.Identifier(database)))
     health = pg(report)
-    assert (health.ok, health.problem, health.notes) == (True, "", [doctor.postgres_open_database(database)])
+    assert (health.ok, health.problem, health.notes) == (True, "", [open_database(database)])
     assert f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC" in health.notes[0]
     assert all(h.notes == [] for h in report.instances if h.engine not in ("postgres", "localstack"))
     assert f"       note: PUBLIC has CONNECT on the server's database `{database}`" in doctor.render(report)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.postgres import Database
+from providers.postgres.database import Database
 from tests.conftest import configured
 from tools.engines.ports import PORTS
 

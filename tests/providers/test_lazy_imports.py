@@ -32,7 +32,7 @@ def test_loading_every_kind_imports_no_client_library():
 def test_a_lazy_module_loads_on_first_use():
     """The module is imported by the first attribute read, and its attributes are the real ones."""
     out = run("import sys\n"
-              "from providers.postgres import psycopg, sql\n"
+              "from providers.postgres.client import psycopg, sql\n"
               "before = 'psycopg' in sys.modules\n"
               "import psycopg.sql as real\n"
               "print(before, sql.Identifier is real.Identifier, psycopg.errors is sys.modules['psycopg.errors'])")

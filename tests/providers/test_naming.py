@@ -10,9 +10,10 @@ import string
 
 import pytest
 
-from providers import identity, localstack, minio, naming, postgres, s3
+from providers import identity, localstack, minio, naming, s3
 from providers.nats import names as nats
 from providers.kafka import names as kafka
+from providers.postgres import names as postgres
 from providers.redis import client as redis
 from providers.errors import InvalidSpec
 

@@ -18,7 +18,7 @@ from psycopg import sql
 
 from providers.errors import Conflict, InvalidSpec, Unsupported
 from providers.identity import PREFIXED
-from providers.postgres import Database
+from providers.postgres.database import Database
 from providers.redis.client import ALLOCATIONS_KEY
 from providers.redis.redis_index import RedisIndex
 from tests.providers.conftest import props

@@ -1,0 +1,310 @@
+"""PostgreSQL admin sessions: connecting, keeping sessions between calls, the DDL lock, server features.
+
+Every admin session pins its settings at login (ADMIN_SETTINGS), so nothing a
+tenant sets on its own database steers the admin's statements. DDL runs in
+autocommit mode (CREATE DATABASE cannot run in a transaction) under one
+server-wide advisory lock, so two stacks creating tenants at once never race
+into "already exists" or "tuple concurrently updated".
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, Iterator
+
+from providers.clients import LazyModule
+from providers.errors import Conflict, EngineUnavailable, Unsupported, first_line
+from providers.instances import SharedInstance
+
+# Imported on the first engine call: the program, check and diff never need them.
+psycopg = LazyModule("psycopg")
+sql = LazyModule("psycopg.sql")
+
+#: The engine's name in messages and in what a scan finds.
+ENGINE_NAME = "postgres"
+
+# Any constant shared by all devstack processes; it only has to be stable.
+DDL_LOCK_KEY = 0x6465767374616B  # "devstak"
+#: How long one wait for the DDL lock lasts before ddl_lock looks at who holds it.
+DDL_LOCK_ROUND = "1s"
+#: How long a change holding the DDL lock waits for any other lock. A tenant's sessions can hold one on
+#: its own database or role, or on what it granted another project's role, as long as they like, while
+#: every other stack's PostgreSQL change waits for the DDL lock.
+TENANT_LOCK_WAIT = "5s"
+
+#: Server features by major version, read in one place.
+FEATURES = {
+    "drop_database_force": lambda major: major >= 13,
+    # Trusted extensions (installable by a database owner) exist since 13; before, treat none as trusted.
+    "trusted_extensions": lambda major: major >= 13,
+}
+
+#: PostgreSQL's `integer`: the largest connection limit it takes.
+INT4_MAX = 2**31 - 1
+
+
+#: Settings every admin session pins. A tenant owns its database and may `ALTER DATABASE ... SET`
+#: anything a user may set, for every session there, the admin's included (a client's own settings
+#: win): a search_path putting its functions and operators ahead of PostgreSQL's would run them as
+#: superuser; a `role` would run the admin's statements as another project's role; read-only
+#: transactions or tiny timeouts would make another project's purge fail in its database, and a library
+#: to preload that does not exist would shut every session out of it.
+ADMIN_SETTINGS = (
+    "search_path=pg_catalog,pg_temp", "role=none", "default_transaction_read_only=off",
+    r"default_transaction_isolation=read\ committed", "statement_timeout=0", "lock_timeout=0",
+    "idle_in_transaction_session_timeout=0", "local_preload_libraries=",
+)
+#: The server ends an admin session idle this long (PostgreSQL 14 and later). devstack's own never idle
+#: that long (kept between calls for KEPT_SECONDS at most, holding no lock); one whose client died
+#: without closing its socket (a machine gone, a half-open connection) would otherwise hold the DDL
+#: lock, and stall every stack's PostgreSQL change on the server, for as long as TCP takes to notice:
+#: hours.
+ADMIN_IDLE_LIMIT = "60s"
+#: Server major versions by address, learnt from the first admin session (always in `postgres`).
+_majors: dict[str, int] = {}
+#: Seconds an admin session waits for the server's answer to one statement. A server that stops answering
+#: without closing the connection (stopped, a partition) would otherwise hold the command, and the DDL lock
+#: its session may hold, for ever. No admin statement takes this long: its lock waits are bounded at 5 s.
+ANSWER_LIMIT = 60.0
+
+
+@lru_cache(maxsize=None)
+def _answering_connection() -> type:
+    """psycopg's Connection, every wait on the server bounded by ANSWER_LIMIT (made on first use: psycopg
+    is imported on the first engine call)."""
+
+    class AnsweringConnection(psycopg.Connection):
+        def wait(self, gen: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+            return super().wait(gen, *args, timeout=ANSWER_LIMIT if timeout is None else timeout, **kwargs)
+
+    return AnsweringConnection
+
+
+def admin_options(address: str) -> str:
+    major = _majors.get(address, 0)
+    # Pinned like the rest (an unknown setting refuses the session, so only where the server has it).
+    settings = ADMIN_SETTINGS + ((f"idle_session_timeout={ADMIN_IDLE_LIMIT}",) if major >= 14 else ())
+    return " ".join(f"-c {setting}" for setting in settings)
+
+
+#: Why the admin must be a superuser (CREATEDB and CREATEROLE, managed PostgreSQL's admin, fall short: an
+#: up would fail part-way with InsufficientPrivilege and leave roles that only a superuser can drop).
+ADMIN_NEEDS = ("devstack hands each project's databases to the project's role, and revokes, reassigns and drops "
+               "them, which PostgreSQL allows only a superuser for roles it is not a member of")
+
+
+def superuser_fix(instance: SharedInstance) -> str:
+    """What an admin that is not a superuser needs (the provider's refusal and the doctor say it alike)."""
+    return (f"give {instance.admin_user!r} SUPERUSER, or set shared.{instance.name}.adminUser to a superuser")
+
+
+@contextmanager
+def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iterator[psycopg.Connection]:
+    """An autocommit admin connection; EngineUnavailable when the server does not answer.
+
+    A session on `postgres` that ends cleanly is kept for the process's next call (see _kept_sessions).
+    """
+    what, options = f"postgres instance {instance.name!r} at {instance.address}", admin_options(instance.address)
+    limit_at_login = "idle_session_timeout" in options
+    key = (instance.host, instance.port, instance.admin_user, instance.password(), dbname, options)
+    conn = _kept_session(key) or _new_admin_session(instance, dbname, what, options)
+    # The process's first session went out before the server's version was known: its limit is SET, and
+    # the reset before reuse (RESET ALL) would undo that. Sessions on a project's database are never
+    # kept: one left there would hold off its DROP DATABASE.
+    keep = dbname == "postgres" and (limit_at_login or conn.info.server_version < 140000)
+    clean = False
+    try:
+        if conn.info.server_version >= 140000 and not limit_at_login:
+            conn.execute(sql.SQL("SET idle_session_timeout = {}").format(sql.Literal(ADMIN_IDLE_LIMIT)))
+        yield conn
+        clean = True
+    # psycopg's own wait timeout (private in name; Connection.wait raises it from 3.3, pyproject's floor). The
+    # session's state is unknown: closed, so nothing waits on it again.
+    except psycopg.errors._WaitTimeout as err:
+        raise instance.stopped_answering(f"no answer within {ANSWER_LIMIT:.0f}s") from err
+    except psycopg.errors.IdleSessionTimeout as err:  # the server runs: it ended a session left idle
+        raise EngineUnavailable("keep talking to", what, f"it ended this admin session after it sat idle for "
+                                f"{ADMIN_IDLE_LIMIT} ({first_line(err)})", "nothing more was changed; run it again"
+                                ) from err
+    except psycopg.OperationalError as err:
+        if not conn.broken:
+            raise
+        raise instance.stopped_answering(err) from err
+    finally:
+        if not (clean and keep and _kept(key, conn)):
+            conn.close()
+
+
+def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options: str) -> psycopg.Connection:
+    try:
+        conn = _answering_connection().connect(
+            host=instance.host,
+            port=instance.port,
+            user=instance.admin_user,
+            password=instance.password(),
+            dbname=dbname,
+            autocommit=True,
+            connect_timeout=5,
+            options=options,
+        )
+    except psycopg.OperationalError as err:
+        first = first_line(err)
+        if "too many clients" in str(err) or "connection slots are reserved" in str(err):
+            raise EngineUnavailable("connect to", what, first, "the server is out of connection slots: see who holds "
+                                    "them in pg_stat_activity, then run it again") from err
+        refused = "password authentication failed" in str(err)  # it runs: the admin secret is wrong
+        if f'database "{dbname}" does not exist' in str(err):  # it runs, too: starting it would not help
+            hint = ("create it (CREATE DATABASE postgres): devstack's admin connects there first" if dbname == "postgres"
+                    else "it was dropped meanwhile: `pulumi refresh` records that, then run it again")
+        else:
+            hint = f"check devstack:{instance.admin_secret} in the stack config" if refused else instance.start_hint()
+        raise EngineUnavailable("connect to", what, first, hint) from err
+    if conn.info.parameter_status("is_superuser") != "on":  # the server reports it at login: no query
+        conn.close()
+        raise Unsupported("use", what, f"its admin role {instance.admin_user!r} is not a superuser",
+                          f"{ADMIN_NEEDS}: {superuser_fix(instance)}; nothing was changed")
+    _majors.setdefault(instance.address, conn.info.server_version // 10000)
+    return conn
+
+
+#: Admin sessions on `postgres` left by calls that ended cleanly, reset, by server, login and startup
+#: options, with the time each was left. A new session costs the server a backend and the provider a
+#: SCRAM login, and a database's create alone makes
+#: two calls; a deployment's calls run on up to the provider's worker count of threads, so a few
+#: sessions serve them all.
+SessionKey = tuple[str, int, str, str, str, str]  # host, port, user, password, database, startup options
+_kept_sessions: dict[SessionKey, list[tuple[float, Any]]] = {}
+_kept_lock = threading.Lock()
+#: Sessions kept per server and login, and for how long: well inside ADMIN_IDLE_LIMIT, past which the
+#: server ends a session.
+KEPT_SESSIONS, KEPT_SECONDS = 8, 20.0
+
+
+def _kept(key: SessionKey, conn: psycopg.Connection) -> bool:
+    """Keep `conn` for the next call when it is whole and idle; reset first: no advisory lock (the DDL lock)
+    and no setting of this call survives (the pinned ones are the session's own). False when it was not kept."""
+    if conn.broken or conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        # Not DISCARD ALL: it also drops the statements psycopg has prepared on the session, unbeknown to it.
+        conn.execute("RESET ALL")
+        conn.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        return False
+    with _kept_lock:
+        kept = _kept_sessions.setdefault(key, [])
+        if len(kept) >= KEPT_SESSIONS:
+            return False
+        kept.append((time.monotonic(), conn))
+    return True
+
+
+def _kept_session(key: SessionKey) -> psycopg.Connection | None:
+    """A kept session the server has not ended meanwhile, or None."""
+    while True:
+        with _kept_lock:
+            kept = _kept_sessions.get(key)
+            if not kept:
+                return None
+            since, conn = kept.pop()
+        # The server says nothing to an idle session unless it ends it (restarted, terminated, idle too
+        # long): then the socket reads, and that session is dropped, not handed out.
+        if time.monotonic() - since < KEPT_SECONDS and not select.select([conn.fileno()], [], [], 0)[0]:
+            return conn
+        conn.close()
+
+
+def password_works(instance: SharedInstance, user: str, password: str) -> bool:
+    """Whether `user` can still log in with `password`: false only when the server says the password is wrong.
+
+    A refresh's check for a password reset outside Pulumi. The server authenticates
+    before it looks at the database, so any other refusal (no CONNECT, a connection
+    limit) means the password itself was accepted.
+    """
+    try:
+        psycopg.connect(host=instance.host, port=instance.port, user=user, password=password,
+                        dbname="postgres", connect_timeout=5).close()
+    except psycopg.OperationalError as err:
+        return "password authentication failed" not in str(err)
+    return True
+
+
+@contextmanager
+def ddl_lock(conn: psycopg.Connection, shared: bool = False) -> Iterator[None]:
+    """Serialize tenant DDL across every process talking to this server.
+
+    DDL takes the lock exclusively. `observe` takes it shared: it then never
+    sees another stack's half-made resource (a role created but not yet
+    commented reads as "foreign" and would be a false conflict).
+    """
+    suffix = "_shared" if shared else ""
+    take = sql.SQL("SELECT pg_advisory_lock{}(%s)").format(sql.SQL(suffix))
+    # Any role that may connect to this database can take an advisory lock, a tenant's too: wait in
+    # rounds and, between them, look at who holds it, so such a holder is named instead of waited on.
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DDL_LOCK_ROUND)))
+    try:
+        while True:
+            try:
+                conn.execute(take, (DDL_LOCK_KEY,))
+                break
+            except psycopg.errors.LockNotAvailable:
+                _refuse_foreign_ddl_lock_holders(conn)
+    except BaseException:
+        if not conn.closed and not conn.broken:
+            conn.execute("SET lock_timeout = 0")
+        raise
+    # Held, every other stack's change waits: what it does waits at most TENANT_LOCK_WAIT for a lock
+    # (a tenant's transaction left open on its own database or role, say).
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
+    try:
+        yield
+    except psycopg.errors.LockNotAvailable:
+        raise Conflict("change", f"postgres at {conn.info.host}:{conn.info.port}",
+                       f"a session held a lock this change needs for over {TENANT_LOCK_WAIT} (a transaction left "
+                       "open on a project's own database or role, say)",
+                       "nothing more was changed; run it again once that session ends (pg_stat_activity shows it)") from None
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("SET lock_timeout = 0")
+            conn.execute(sql.SQL("SELECT pg_advisory_unlock{}(%s)").format(sql.SQL(suffix)), (DDL_LOCK_KEY,))
+
+
+def _refuse_foreign_ddl_lock_holders(conn: psycopg.Connection) -> None:
+    """Conflict when a role that can do no devstack DDL (a tenant's, say) holds the DDL lock."""
+    holders = conn.execute(
+        """
+        SELECT DISTINCT r.rolname, l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        JOIN pg_roles r ON r.oid = a.usesysid
+        WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND l.classid = %s AND l.objid = %s AND NOT (r.rolsuper OR (r.rolcreaterole AND r.rolcreatedb))
+        ORDER BY 1, 2
+        """,
+        (DDL_LOCK_KEY >> 32, DDL_LOCK_KEY & 0xFFFFFFFF),
+    ).fetchall()
+    if holders:
+        sessions = ", ".join(f"role {name!r} (pid {pid})" for name, pid in holders)
+        raise Conflict("take", f"the DDL lock of postgres at {conn.info.host}:{conn.info.port}",
+                       f"held by {sessions}, which no devstack admin is: every devstack change on the server waits for it",
+                       "nothing was changed; end that session as an admin (SELECT pg_terminate_backend(pid)) and run "
+                       "it again")
+
+
+def server_major(conn: psycopg.Connection) -> int:
+    """The server's major version, the key of FEATURES."""
+    return conn.info.server_version // 10000
+
+
+@contextmanager
+def tenant_database(instance: SharedInstance, database: str) -> Iterator[psycopg.Connection]:
+    """An admin session in a project's own database, opened while another holds the DDL lock: the wait
+    ddl_lock sets there does not reach this one, so a lock a tenant holds here is waited for at most
+    TENANT_LOCK_WAIT too (then LockNotAvailable, which ddl_lock makes a Conflict). Unbounded, it would stall
+    every stack's change, and the idle session holding the lock would outlive ADMIN_IDLE_LIMIT."""
+    with admin_connection(instance, database) as conn:
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(TENANT_LOCK_WAIT)))
+        yield conn
+

@@ -1,0 +1,58 @@
+"""`devstack doctor`'s look at a PostgreSQL server: the admin logs in, is a superuser, and nobody else gets
+in without a password."""
+
+from __future__ import annotations
+
+import secrets
+
+from providers.engine import PROBE_TIMEOUT, Probed, Rejected, Unfit
+from providers.errors import first_line
+from providers.instances import SharedInstance
+from providers.postgres.client import ADMIN_NEEDS, psycopg, superuser_fix
+
+#: The databases a server makes for itself, noted when they let every role in. Not a problem that fails
+#: the report: devstack does not change a server-wide grant of a server it does not run (the local engine
+#: revokes it itself), and a project's role there reaches no other project's data, only the catalogs it
+#: sees from its own database too.
+SERVER_DATABASES = ("postgres", "template1")
+
+
+def open_database(database: str) -> str:
+    """The note on a server database PUBLIC may still connect to."""
+    return (f"PUBLIC has CONNECT on the server's database `{database}`: every project's role can log in there "
+            f"(and take devstack's DDL lock on `postgres`); close it as a superuser: "
+            f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC")
+
+
+def probe(instance: SharedInstance) -> Probed:
+    """The server's version, with a note per server database anyone may connect to; Rejected, Unfit."""
+    try:
+        conn = psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
+                               password=instance.password(), dbname="postgres", connect_timeout=int(PROBE_TIMEOUT))
+    except psycopg.OperationalError as err:
+        if "authentication failed" in str(err) or "password" in str(err):
+            raise Rejected(first_line(err)) from err
+        raise
+    with conn:
+        if conn.info.parameter_status("is_superuser") != "on":
+            raise Unfit(f"{instance.admin_user!r} is not a superuser ({ADMIN_NEEDS})", superuser_fix(instance))
+        version = str(conn.execute("SHOW server_version").fetchone()[0])
+        opened = [name for name in SERVER_DATABASES if conn.execute(
+            "SELECT has_database_privilege('public', datname, 'CONNECT') FROM pg_database WHERE datname = %s",
+            [name]).fetchone() in ((True,),)]
+    _asks_for_passwords(instance)
+    return Probed(version, tuple(open_database(name) for name in opened))
+
+
+def _asks_for_passwords(instance: SharedInstance) -> None:
+    """Unfit when the admin gets in with a wrong password: `trust` in pg_hba.conf lets anyone in as any
+    role, past every tenant's password."""
+    try:
+        psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
+                        password=f"wrong-{secrets.token_hex(8)}", dbname="postgres",
+                        connect_timeout=int(PROBE_TIMEOUT)).close()
+    except psycopg.OperationalError:
+        return
+    raise Unfit("so does anyone with a wrong password (`trust` in pg_hba.conf): every tenant's database is open "
+                "to them as any role, whatever its password",
+                "authenticate host connections with scram-sha-256 in pg_hba.conf, then SELECT pg_reload_conf()")
