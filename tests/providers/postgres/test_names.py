@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from providers.errors import InvalidSpec
-from providers.postgres import identifier
+from providers.postgres.names import identifier
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,45 @@
+"""Fixtures of the postgres provider tests: an admin session, and configured kinds whose leftovers are dropped."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from providers.postgres.database import Database
+from providers.postgres.role import Role
+from providers.postgres.user import User
+from tests.providers.postgres.helpers import PG
+
+
+@pytest.fixture
+def admin_conn(admin):
+    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password,
+                         dbname="postgres", autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def cleanup(admin_conn, owner):
+    """Drops every database and role whose name starts with the test's owner, retained or not."""
+    yield
+    for (name,) in admin_conn.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (owner,)).fetchall():
+        admin_conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    for (name,) in admin_conn.execute("SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", (owner,)).fetchall():
+        admin_conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        admin_conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def database(configure, cleanup):
+    return configure(Database())
+
+
+@pytest.fixture
+def role(configure, cleanup):
+    return configure(Role())
+
+
+@pytest.fixture
+def user(configure, cleanup):
+    return configure(User())
