@@ -16,7 +16,7 @@ from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.kafka import client
+from providers.kafka import client  # client.REQUEST_TIMEOUT: one setting, read at each call
 from providers.kafka.client import admin_client, credential_works, error_code, refusal, result, wait_until
 from providers.kafka.kind import KafkaKind
 from providers.kafka.names import kafka_name, owner_prefix, project_topic, within_prefix
@@ -139,7 +139,8 @@ def has_credential(admin: AdminClient, principal: str, what: str) -> bool:
 def set_password(admin: AdminClient, principal: str, password: str, what: str) -> None:
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
     upsert = UserScramCredentialUpsertion(principal, info, password.encode())
-    result(admin.alter_user_scram_credentials([upsert], request_timeout=client.REQUEST_TIMEOUT)[principal], "set the credential of", what)
+    future = admin.alter_user_scram_credentials([upsert], request_timeout=client.REQUEST_TIMEOUT)[principal]
+    result(future, "set the credential of", what)
 
 
 class Acl(KafkaKind):
@@ -242,9 +243,9 @@ class Acl(KafkaKind):
         revoke(admin, bindings, what)
         if exists:
             deletion = UserScramCredentialDeletion(principal, ScramMechanism.SCRAM_SHA_512)
+            future = admin.alter_user_scram_credentials([deletion], request_timeout=client.REQUEST_TIMEOUT)[principal]
             try:
-                result(admin.alter_user_scram_credentials([deletion], request_timeout=client.REQUEST_TIMEOUT)[principal],
-                       "drop", what)
+                result(future, "drop", what)
             except NotFound as err:  # another run's drop came first
                 raise self.gone(instance, admin, ident, what, "it was dropped meanwhile") from err
         self.unmark(instance, admin, ident, props.get("stack", ""))

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from providers.instances import SharedInstance
-from providers.kafka import client
+from providers.kafka import client  # client.REQUEST_TIMEOUT: one setting, read at each call
 from providers.kafka.client import MARKER_TOPIC, clients, error_code, refusal, unavailable
 from providers.kafka.names import within_prefix
 from providers.markers import marker_owner
@@ -31,7 +31,8 @@ def ensure_registry(admin: AdminClient) -> None:
     """Create the compacted marker topic once; concurrent creators are fine."""
     topic = NewTopic(MARKER_TOPIC, 1, 1, config={"cleanup.policy": "compact"})
     try:
-        admin.create_topics([topic], request_timeout=client.REQUEST_TIMEOUT)[MARKER_TOPIC].result(timeout=client.REQUEST_TIMEOUT)
+        future = admin.create_topics([topic], request_timeout=client.REQUEST_TIMEOUT)[MARKER_TOPIC]
+        future.result(timeout=client.REQUEST_TIMEOUT)
     except KafkaException as err:
         if error_code(err) != KafkaError.TOPIC_ALREADY_EXISTS:
             raise refusal(err, "create", f"the ownership registry {MARKER_TOPIC}") from err

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from providers.engine import Found
 from providers.instances import SharedInstance
-from providers.kafka import client
+from providers.kafka import client  # client.REQUEST_TIMEOUT: one setting, read at each call
 from providers.kafka.client import admin_client, broker_failures_named, result
 from providers.kafka.owners import read_markers
 from providers.markers import marker_field, marker_owner

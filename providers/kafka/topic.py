@@ -17,7 +17,7 @@ from providers.base import Observed
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, Identity
 from providers.instances import SharedInstance
-from providers.kafka import client
+from providers.kafka import client  # client.REQUEST_TIMEOUT: one setting, read at each call
 from providers.kafka.acl import foreign_grants, revoke, within_project
 from providers.kafka.client import MARKER_TOPIC, admin_client, error_code, refusal, result, wait_until
 from providers.kafka.kind import KafkaKind
@@ -74,7 +74,8 @@ def _topic_answer(future: Any, what: str) -> Any | None:
 
 def describe_topic(admin: AdminClient, name: str, what: str) -> Any | None:
     """The topic's description, or None when it does not exist."""
-    return _topic_answer(admin.describe_topics(TopicCollection([name]), request_timeout=client.REQUEST_TIMEOUT)[name], what)
+    future = admin.describe_topics(TopicCollection([name]), request_timeout=client.REQUEST_TIMEOUT)[name]
+    return _topic_answer(future, what)
 
 
 def dynamic_configs(admin: AdminClient, name: str, what: str) -> dict[str, str] | None:
@@ -250,7 +251,8 @@ class Topic(KafkaKind):
         # a config it refuses leaves the topic as it was instead of grown behind the ledger's back.
         for validate_only in (True, False) if grow and configs else (False,):
             if grow:
-                future = admin.create_partitions(grow, validate_only=validate_only, request_timeout=client.REQUEST_TIMEOUT)[name]
+                future = admin.create_partitions(grow, validate_only=validate_only,
+                                                 request_timeout=client.REQUEST_TIMEOUT)[name]
                 result(future, "update", what, "partitions")
             if configs:
                 (future,) = admin.incremental_alter_configs(configs, validate_only=validate_only,
