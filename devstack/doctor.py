@@ -33,7 +33,6 @@ import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -140,14 +139,13 @@ def _plugin(bin_dir: Path) -> Part:
 
 
 def _probe(instance: SharedInstance) -> Probed:
-    """PROBES[engine](instance) in a thread of its own, abandoned after PROBE_LIMIT (it cannot be
-    interrupted; a daemon, it never holds the report's exit). A probe returns the version, or a Probed."""
+    """The engine's probe (providers.registry) in a thread of its own, abandoned after PROBE_LIMIT (it cannot
+    be interrupted; a daemon, it never holds the report's exit). A probe returns the version, or a Probed."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            probe = PROBES.get(instance.engine) or registry.engine(instance.engine).probe
-            outcome["version"] = probe(instance)
+            outcome["version"] = registry.engine(instance.engine).probe(instance)
         except BaseException as err:  # re-raised in the caller's thread
             outcome["error"] = err
 
@@ -263,78 +261,6 @@ def _kinds(health: InstanceHealth) -> InstanceHealth:
 
 def _first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [""])[0]
-
-
-# --- per-engine probes: admin login plus version --------------------------------
-
-
-def _minio(instance: SharedInstance) -> str:
-    from minio.error import MinioAdminException
-
-    from providers import minio
-
-    try:
-        info = json.loads(minio.admin_client(instance).info())
-    except MinioAdminException as err:
-        if str(getattr(err, "_code", "")) in ("401", "403"):
-            raise Rejected(_first_line(err)) from err
-        raise
-    versions = sorted({server.get("version", "") for server in info.get("servers", [])} - {""})
-    return ", ".join(versions) or "unknown"
-
-
-def _localstack(instance: SharedInstance) -> Probed:
-    from botocore.exceptions import ClientError
-
-    from providers import s3
-
-    try:
-        s3.aws_client(instance, "sts").get_caller_identity()
-    except ClientError as err:
-        if s3.http_status(err) in (401, 403):
-            raise Rejected(_first_line(err)) from err
-        raise
-    return Probed(_aws_version(instance), _aws_isolation(instance))
-
-
-def _aws_isolation(instance: SharedInstance) -> tuple[str, ...]:
-    """How far the emulator keeps projects apart: a made-up key is tried (refused only where it checks
-    credentials); where it does, the services it checks by action alone, as measured (docs/engines.md)."""
-    from botocore.exceptions import ClientError
-
-    from providers import localstack, s3
-
-    try:
-        s3.client_as(instance, "sts", "devstack-doctor-unknown", "devstack-doctor-unknown").get_caller_identity()
-    except ClientError:
-        unisolated = localstack.UNISOLATED.get(localstack.emulator(instance), ())
-        return (f"per-project isolation is not enforced by the emulator for {', '.join(unisolated)}: it checks "
-                f"their actions, not which resource, so a project's access_key reaches other projects' resources "
-                f"there (S3 and SQS are enforced; docs/engines.md)",) if unisolated else ()
-    return ("it accepts any access key: no access_key keeps projects apart here (the local engine checks keys "
-            "once restarted: python -m tools.engines stop localstack, then start; LocalStack enforces IAM "
-            "only with ENFORCE_IAM=1, a Pro feature)",)
-
-
-def _aws_version(instance: SharedInstance) -> str:
-    """LocalStack reports its version on /_localstack/health; moto (our local engine) has no such call."""
-    base = f"http://{instance.host}:{instance.port}"
-    try:
-        with urllib.request.urlopen(f"{base}/_localstack/health", timeout=TIMEOUT) as response:
-            return str(json.load(response).get("version") or "unknown")
-    except (OSError, ValueError):
-        pass
-    try:
-        with urllib.request.urlopen(f"{base}/moto-api/", timeout=TIMEOUT):
-            return f"moto {importlib.metadata.version('moto')}" if instance.host in LOOPBACK else "moto"
-    except (OSError, importlib.metadata.PackageNotFoundError):
-        return "unknown"
-
-
-PROBES: dict[str, Callable[[SharedInstance], str]] = {
-    "minio": _minio,
-    "localstack": _localstack,
-}
 
 
 # --- the report ------------------------------------------------------------------

@@ -26,7 +26,7 @@ from minio.error import MinioAdminException
 from minio.minioadmin import MinioAdmin
 from pulumi import automation as auto
 
-from providers.minio import BUCKET_KEY_SUFFIX
+from providers.minio.keys import BUCKET_KEY_SUFFIX
 from tests.e2e.conftest import changes, explicit_name, local_workspace, stored_state, write_project
 from tools.engines.ports import PORTS
 

@@ -83,7 +83,7 @@ def test_purge_turned_off_in_the_replacing_up_is_refused_before_anything_happens
 
 def test_setting_a_create_only_param_that_was_unset_replaces():
     """Pulumi drops null outputs: an unset range key is stored as nothing, and setting one cannot be an update."""
-    from providers.localstack import Table
+    from providers.localstack.table import Table
 
     table = Table()
     ident = {"engine": "localstack", "instance": "aws", "kind": "table", "name": "orders", "owner": "shop",

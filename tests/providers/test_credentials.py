@@ -102,7 +102,7 @@ def test_a_hashed_password_is_kept_until_the_rotation_or_policy_changes(rotation
 
 @pytest.mark.parametrize("rotation, principal", [(0, "shop"), (1, "shop#rotation-1")], ids=["no-rotation", "rotation"])
 def test_a_minio_secret_an_earlier_release_hashed_is_kept_until_the_rotation_changes(rotation, principal):
-    from providers.minio import _secret
+    from providers.minio.keys import key_secret as _secret
 
     hashed = hashed_password(SHOP, principal)
     assert _secret(SHOP, "shop", rotation, "predictable", hashed) == hashed

@@ -10,9 +10,12 @@ import string
 
 import pytest
 
-from providers import identity, localstack, minio, naming, s3
-from providers.nats import names as nats
+from providers import identity, naming
+from providers.localstack import names as localstack
+from providers.minio import access_key as minio
+from providers.s3 import names as s3
 from providers.kafka import names as kafka
+from providers.nats import names as nats
 from providers.postgres import names as postgres
 from providers.redis import client as redis
 from providers.errors import InvalidSpec
