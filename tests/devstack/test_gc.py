@@ -39,7 +39,8 @@ from devstack.errors import Aborted
 from devstack.scan import Found, declaration_name
 from components.yamlfile import encryption_salt
 from providers.markers import marker_workspace
-from providers import registry, s3
+from providers import registry
+from providers.s3 import client as s3
 from providers.nats import auth as nats_auth
 from providers.errors import EngineUnavailable
 from providers.identity import PREFIXED, Identity
@@ -550,7 +551,7 @@ def test_a_user_made_anew_by_hand_under_a_stale_registry_marker_is_never_an_orph
     """Redis and MinIO keep a user's marker apart from it. The user deleted out of band and one of that
     name made again by hand (other rules, no devstack policy): the marker no longer fits, so the user
     is not provably this workspace's and gc never lists it as an orphan to prune."""
-    from providers import minio
+    from providers.minio import client as minio
 
     p = f"u{token()}"
     config = workspace_config(local_shared, admin, "anew", [])

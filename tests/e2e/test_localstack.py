@@ -19,7 +19,7 @@ import pytest
 from pulumi import automation as auto
 
 from tests.e2e.conftest import changes, explicit_name, local_workspace, write_project
-from tests.providers.test_localstack_provider import admin_key
+from tests.providers.s3.contract import admin_key
 from tools.engines.ports import PORTS
 
 HOST, PORT = "127.0.0.1", PORTS["localstack"]

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.components.test_validation import HEADER, marked_line, problems
+from tools.engines.ports import PORTS
 
 WORKSPACE = {"name": "test", "shared": {
-    "minio": {"engine": "minio", "host": "127.0.0.1", "port": 29000, "adminUser": "admin", "adminSecret": "m"},
-    "aws": {"engine": "localstack", "host": "127.0.0.1", "port": 24566, "adminUser": "test", "adminSecret": "l"},
+    "minio": {"engine": "minio", "host": "127.0.0.1", "port": PORTS["minio"], "adminUser": "admin", "adminSecret": "m"},
+    "aws": {"engine": "localstack", "host": "127.0.0.1", "port": PORTS["localstack"], "adminUser": "test", "adminSecret": "l"},
 }}
 SPEC_EXAMPLE = HEADER.replace("name: shop", "name: acme") + """resources:
   - uses: workspace.shared.minio
