@@ -113,7 +113,7 @@ class User(roles.ProjectRoleKind):
             if spec.role:
                 self._check_group(conn, ident, spec.role, role)
             # One transaction: a role never exists without its marker, nor a login with the project's grants
-            # but none of devstack's (a call cut short used to leave one that every later up refused).
+            # but none of devstack's (a call cut short would leave one that every later up refuses).
             with conn.transaction():
                 if project_row is None:
                     # The `database` that owns this role may not exist yet (Pulumi creates in parallel):
