@@ -24,13 +24,15 @@ def scan(instance: SharedInstance, kinds: set[str]) -> list[Found]:
     their marker tags."""
     found: list[Found] = []
     if "bucket" in kinds:
-        found += [tags_found(ENGINE_NAME, instance, "bucket", b, tags) for b, tags in all_buckets(ENGINE_NAME, instance)]
+        found += [tags_found(ENGINE_NAME, instance, "bucket", b, tags)
+                  for b, tags in all_buckets(ENGINE_NAME, instance)]
     with reachable(instance, ENGINE_NAME):
         for kind, scanner in (("queue", _queues), ("topic", _topics), ("stream", _streams), ("table", _tables)):
             if kind in kinds:
                 found += [tags_found(ENGINE_NAME, instance, kind, name, tags) for name, tags in scanner(instance)]
         if "access_key" in kinds:
-            found += [tags_found(ENGINE_NAME, instance, "access_key", name, tags) for name, tags in _iam_users(instance)]
+            found += [tags_found(ENGINE_NAME, instance, "access_key", name, tags)
+                      for name, tags in _iam_users(instance)]
     return found
 
 

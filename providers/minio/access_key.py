@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 _ACCESS_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
+
 def access_key_name(name: str, owner: str, *, naming: int) -> str:
     """The MinIO user (its access key id): the name sanitized, or owner-prefixed (PREFIXED, where
     InvalidSpec names the rule it breaks)."""

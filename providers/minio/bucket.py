@@ -23,6 +23,7 @@ from providers.s3.names import bucket_name
 if TYPE_CHECKING:
     from minio.minioadmin import MinioAdmin
 
+
 class MinioBucket(Bucket):
     """An S3 bucket on MinIO, kept out of reach of other projects' access keys.
 

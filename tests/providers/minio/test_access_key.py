@@ -1,4 +1,5 @@
-"""MinIO access keys: a user per key whose policy reaches only its project's buckets (tenant isolation on MinIO itself)."""
+"""MinIO access keys: a user per key whose policy reaches only its project's buckets (tenant isolation on
+MinIO itself)."""
 
 from __future__ import annotations
 
@@ -247,7 +248,8 @@ def test_access_key_groups_and_service_accounts_are_drift_and_removed(owner, buc
     oob.s3.put_object(Bucket=theirs, Key="secret.txt", Body=b"B's data")
     provider, outs = keys()
     inputs = provider.check({}, props("minio", "objects", "access_key", owner, owner)).inputs
-    tenant = MinioAdmin(endpoint=f"127.0.0.1:{PORTS['minio']}", credentials=StaticProvider(owner, outs["secretKey"]), secure=False)
+    tenant = MinioAdmin(endpoint=f"127.0.0.1:{PORTS['minio']}", credentials=StaticProvider(owner, outs["secretKey"]),
+                        secure=False)
     with pytest.raises(MinioAdminException, match="403"):
         tenant.add_service_account(access_key=f"{owner}sa", secret_key="minted-by-the-tenant")
     # As under a policy edited out of band (or written before the deny): the tenant mints one.
