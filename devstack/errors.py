@@ -13,22 +13,22 @@ providers' errors, and carries the exit code the command returns for it, so
 | ScopeMismatch    | 6    | a cursor or operation used outside the scope it was made in |
 | Aborted          | 7    | the user did not confirm a destructive operation            |
 | EngineError      | 8    | an engine or the pulumi CLI failed                          |
+
+They derive from the providers' base, `DevstackError` (providers.errors); this
+module's `NotFound` is the command's (exit 3), not the providers' of that name.
+A verb that drops data asks first (`require_confirmation`); one that stops
+part-way says what it had done (`stopped`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
 
-class DevstackError(Exception):
-    """Base of every error the `devstack` API raises on purpose."""
+from providers.errors import DevstackError
 
-    exit_code = 1
-    #: What the operation had done before it stopped (its report, as `--json` prints it); None: nothing.
-    done = None
-
-    def __init__(self, verb: str, what: str, cause: str, hint: str = "") -> None:
-        self.verb, self.what, self.cause, self.hint = verb, what, cause, hint
-        message = f"cannot {verb} {what}: {cause}"
-        super().__init__(f"{message} ({hint})" if hint else message)
+#: Receives a description of the data about to be dropped; True goes ahead.
+Confirm = Callable[[str], bool]
 
 
 class InvalidQuery(DevstackError):
@@ -78,3 +78,19 @@ class EngineError(DevstackError):
     """An engine or the pulumi CLI failed; the cause is chained."""
 
     exit_code = 8
+
+
+def require_confirmation(confirm: Confirm | None, text: str) -> None:
+    """Aborted, before anything changes, unless `confirm(text)` says yes (None: nobody to ask)."""
+    if confirm is None or not confirm(text):
+        raise Aborted("drop", "data", "not confirmed; nothing was changed", "confirm, or pass --yes")
+
+
+def stopped(err: DevstackError, done: Any) -> DevstackError:
+    """`err`, carrying `done`, the report of what was done before it (a model; printed with --json)."""
+    err.done = done.model_copy(update={"error": str(err)})
+    return err
+
+
+__all__ = ["Aborted", "Ambiguous", "Confirm", "DevstackError", "EngineError", "IdentityConflict", "InvalidQuery",
+           "NotFound", "ScopeMismatch", "require_confirmation", "stopped"]

@@ -1,14 +1,20 @@
-"""The few typed errors every provider raises.
+"""The few typed errors every provider raises, on the one base every devstack error derives from.
 
 Messages read "cannot <verb> <what>: <cause> (<what to do>)" so a failed
-`pulumi up` tells the user which resource, why, and the next step.
+`pulumi up` tells the user which resource, why, and the next step. The
+`devstack` command's own errors (devstack.errors) derive from the same base.
 """
 
 from __future__ import annotations
 
 
 class DevstackError(Exception):
-    """Base of every error a provider raises on purpose."""
+    """Base of every error devstack raises on purpose: a provider's, or the `devstack` command's."""
+
+    #: The status `devstack` exits with when it stops on this error.
+    exit_code = 1
+    #: What the operation had done before it stopped (its report, as `--json` prints it); None: nothing.
+    done = None
 
     def __init__(self, verb: str, what: str, cause: str, hint: str = "") -> None:
         self.verb, self.what, self.cause, self.hint = verb, what, cause, hint
