@@ -2,7 +2,9 @@
 
 A command module exposes `register(subparsers)`, which adds its parsers and
 sets `func` on each (a callable taking the parsed args and returning the exit
-code). Modules are imported lazily so a broken one only breaks its commands.
+code); one that adds verbs to `devstack resource` takes that group too:
+`register(subparsers, resource)`. Modules are imported lazily so a broken one
+only breaks its commands.
 """
 
 from __future__ import annotations
@@ -14,38 +16,31 @@ import sys
 
 from tools.pulumi_env import let_plugins_see_sigint
 
-#: Command modules, in the order `devstack --help` lists them.
+#: Command modules, in the order `devstack --help` lists them, and whether they add verbs to `devstack resource`.
 COMMAND_MODULES = (
-    "devstack.ledger_cli",   # resource list/show/gc/rm, destroy
-    "devstack.env_cli",      # env, exec
-    "devstack.imperative",   # resource create, db/s3/queue/topic/stream aliases
-    "devstack.doctor",       # doctor
+    ("devstack.ledger_cli", True),    # resource list/show/gc/rm, destroy, recover
+    ("devstack.env_cli", False),      # env, exec
+    ("devstack.imperative", True),    # resource create, db/s3/queue/topic/stream aliases
+    ("devstack.doctor", False),       # doctor
 )
-
-
-def ask(question: str) -> str | None:
-    """The answer typed to `question`, stripped and lower-cased; None when stdin is no terminal.
-
-    The question goes to stderr: stdout may be a report (`--json`) redirected to a
-    file, which must hold the report alone, and the user must see what is asked.
-    """
-    if not sys.stdin.isatty():
-        return None  # never assume an answer
-    print(question, end="", file=sys.stderr, flush=True)
-    return sys.stdin.readline().strip().lower()
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="devstack", description=__doc__.splitlines()[0])
     subparsers = root.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
+    resource = subparsers.add_parser("resource", help="resources of the workspace: create, list, show, gc, rm")
+    verbs = resource.add_subparsers(dest="resource_command", required=True)
+    for name, adds_resource_verbs in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:
             if err.name == name:
                 continue  # not written yet
             raise
-        module.register(subparsers)
+        if adds_resource_verbs:
+            module.register(subparsers, verbs)
+        else:
+            module.register(subparsers)
     return root
 
 

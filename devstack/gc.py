@@ -1,31 +1,165 @@
-"""Garbage collection: engine scans (devstack.scan) reconciled against the ledger.
+"""`devstack resource gc`: engine scans (devstack.scan) reconciled against the ledger.
 
-`reconcile` only reads; `prune` drops the orphans it is given through their
-providers, one engine call each, and touches nothing else (not the ledger,
-not foreign resources, not other workspaces' resources).
+`collect_garbage` scans and reports; with `prune` it drops the orphans it found
+through their providers, one engine call each, and touches nothing else (not
+the ledger, not foreign resources, not other workspaces' resources).
+`reconcile` only reads; `prune_orphans` drops the orphans it is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from devstack.errors import DevstackError
-from devstack.ledger import Filters, GcError, GcItem, GcReport, Tracked, drop_data
+import yaml
+from pulumi import automation as auto
+from pydantic import Field
+
+from components.yamlfile import encryption_salt, unreadable_reason
+from devstack.errors import Confirm, DevstackError, InvalidQuery, require_confirmation
+from devstack.locks import LockWait, wait_while_locked
+from devstack.models import Filters, Model, validate_filters
 from devstack.scan import Found, naming_mapping, scan
-from providers import errors as perr
+from devstack.stack import short_name
+from devstack.state import Tracked, drop_data, instances_config, tracked_resources
 from providers import registry
 from providers.base import server_address
-from providers.markers import marked_stack
-from providers.s3 import DEFAULT_REGION
+from providers.errors import InvalidSpec
+from providers.markers import marked_stack, marker_workspace
+from providers.s3.client import DEFAULT_REGION
 from providers.identity import Identity
-from providers.instances import SharedInstance, instances_from_config
+from providers.instances import WORKSPACE_KEY, SharedInstance, instances_from_config, parse_object
 
 #: Kinds that live inside (or hold grants on) another kind: dropped first.
 DEPENDENT_KINDS = frozenset({"consumer", "lifecycle", "user", "acl", "access_key"})
 #: Kinds that hold others (a NATS account, its streams): dropped last.
 CONTAINER_KINDS = frozenset({"account"})
+
+
+class GcItem(Model):
+    """One resource a scan found (orphan, foreign, other workspace) or the ledger lists (stale)."""
+
+    engine: str
+    instance: str
+    kind: str
+    engine_name: str = Field(description="the name inside the engine")
+    project: str | None = Field(description="owner from the ownership marker (ledger owner for stale); null = no marker")
+    stack: str | None = Field(description="workspace recorded in the marker, when the engine keeps it")
+    name: str | None = Field(description="the declaration name, when it can be derived")
+    reason: str
+
+    @property
+    def same_object(self) -> tuple[str | None, ...]:
+        """What tells one found object from another between two scans (not why it was listed)."""
+        return (self.engine, self.instance, self.kind, self.engine_name, self.project, self.stack)
+
+
+class GcError(Model):
+    engine: str
+    instance: str
+    error: str
+
+
+class GcReport(Model):
+    """`devstack resource gc`: a complete scan reconciled against the ledger."""
+
+    workspace: str
+    filters: Filters
+    scanned: list[str] = Field(description="instances scanned completely")
+    managed: int = Field(description="resources both in the engine and in the ledger")
+    orphans: list[GcItem] = Field(description="of projects the workspace no longer lists: --prune drops them")
+    retained: list[GcItem] = Field(description="this workspace's, outside the ledger, of projects it still lists "
+                                               "(their entry left the devstack.yaml): dropped only with "
+                                               "--include-retained")
+    stale: list[GcItem]
+    foreign: list[GcItem]
+    other_workspaces: list[GcItem] = Field(description="marked by devstack for another workspace: never touched")
+    pruned: list[str] = Field(description="ids of orphans dropped (only with prune)")
+    errors: list[GcError]
+
+
+def workspace_projects(config: Mapping[str, Any], work_dir: Path) -> set[str]:
+    """Names of the projects the workspace lists now; InvalidQuery when a project file cannot be read."""
+    workspace = parse_object(config.get(WORKSPACE_KEY)) or {}
+    if not workspace.get("shared"):
+        # A report of nothing found would read as "all clean" while nothing was scanned.
+        raise InvalidQuery("collect garbage in", "this stack",
+                           f"its config has no {WORKSPACE_KEY} with shared instances, so there is nothing to scan",
+                           "pass the --work-dir holding the stack's Pulumi.<stack>.yaml (the checkout by default)")
+    names = set()
+    for relative in workspace.get("projects") or []:
+        path = Path(work_dir) / relative
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            why = None if isinstance(data, dict) and data.get("name") else "it has no top-level name"
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            data, why = None, unreadable_reason(err)
+        if why:
+            raise InvalidQuery("collect garbage in", f"workspace {workspace.get('name')!r}",
+                               f"project file {relative} cannot be read ({why})",
+                               "fix the workspace first: without its projects, gc cannot tell orphans")
+        names.add(str(data["name"]))
+    return names
+
+
+def collect_garbage(
+    stack: auto.Stack,
+    *,
+    engine: str | None = None,
+    kind: str | None = None,
+    project: str | None = None,
+    prune: bool = False,
+    include_retained: bool = False,
+    confirm: Confirm | None = None,
+    lock_wait: LockWait | None = None,
+) -> GcReport:
+    """Scan every instance in scope and reconcile with the ledger.
+
+    Orphans: marked for this workspace but not in the ledger, or owned by a
+    project the workspace no longer lists. Stale: in the ledger, missing from
+    the engine. Foreign: no marker of ours, never touched. Resources marked
+    for another workspace are listed apart and never touched either. With
+    `prune` (after `confirm`), each orphan is dropped by its provider: one
+    engine call per orphan, nothing else (the ledger is not changed).
+    Retained: marked for this workspace, outside the ledger, of a project it
+    still lists (an entry taken out of its devstack.yaml, data retained);
+    pruned only with `include_retained` too.
+    """
+    filters = validate_filters(engine, kind, project)
+    if prune:
+        # An up running on this stack makes resources it records only once each is made: they would
+        # look like this workspace's orphans.
+        wait_while_locked(stack, "prune", "orphans", lock_wait or LockWait.default())
+    config = instances_config(stack)
+    projects = workspace_projects(config, Path(stack.workspace.work_dir))
+    # The program knows its stack by the short name (`local` of `organization/local`), as the config file is named.
+    short = short_name(stack)
+    mark = marker_workspace(short, encryption_salt(Path(stack.workspace.work_dir), short))
+    report = reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
+    doomed = report.orphans + (report.retained if include_retained else [])
+    if not (prune and doomed):
+        return report
+    require_confirmation(confirm, f"drop {len(report.orphans)} orphans"
+                         + (f" and {len(report.retained)} retained" if include_retained else "") + ": "
+                         + ", ".join(f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}" for o in doomed))
+    # While the question was open, an up may have adopted one (this workspace's, or another's that
+    # re-marked it): drop only what a fresh scan, against the ledger as it is now, still finds so.
+    fresh = reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
+    still = {item.same_object for item in fresh.orphans + (fresh.retained if include_retained else [])}
+    left = [GcError(engine=o.engine, instance=o.instance,
+                    error=f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}: "
+                          + ("no longer an orphan when confirmed (adopted or re-marked meanwhile)"
+                             if o.instance in fresh.scanned else "could not be scanned again once confirmed")
+                          + "; left as it is")
+            for o in doomed if o.same_object not in still]
+    pruned, errors = prune_orphans(config, [o for o in doomed if o.same_object in still])
+    return report.model_copy(update={"pruned": pruned, "errors": report.errors + left + errors})
+
+
+
+# --- scanning and reconciling --------------------------------------------------------------
 
 
 def _kinds_in_scope(engine: str, filters: Filters) -> list[str]:
@@ -47,7 +181,7 @@ def _scan_all(instances: list[SharedInstance], filters: Filters) -> tuple[list[F
             try:
                 found += future.result()
                 scanned.append(instance.name)
-            except perr.DevstackError as err:
+            except DevstackError as err:
                 errors.append(GcError(engine=instance.engine, instance=instance.name, error=str(err)))
             except Exception as err:  # a client library's own failure: this instance is not scanned, the rest are
                 errors.append(GcError(engine=instance.engine, instance=instance.name,
@@ -77,7 +211,7 @@ def _ledger_key(t: Tracked, servers: Mapping[str, Server]) -> Key | None:
     try:
         engine_name = registry.provider_class(t.ident.engine, t.ident.kind).engine_name(t.ident.name, t.ident.owner,
                                                                                          naming=t.ident.naming)
-    except (KeyError, perr.InvalidSpec):
+    except (KeyError, InvalidSpec):
         return None
     return (server, t.ident.kind, engine_name) if server else None
 
@@ -166,7 +300,7 @@ def reconcile(
                     retained=retained, stale=stale, foreign=foreign, other_workspaces=others, pruned=[], errors=errors)
 
 
-def prune(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], list[GcError]]:
+def prune_orphans(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], list[GcError]]:
     """Drop each orphan through its kind's provider (dependent kinds first): one engine call each.
 
     Returns the ids dropped and one error per orphan that could not be (no

@@ -16,155 +16,119 @@ $DEVSTACK_LOCK_WAIT, else 300), saying on stderr whose lock. Typed
 errors print their message on stderr and exit with their code
 (devstack.errors); argparse exits 2 on unknown flags. --json output
 follows the schemas in devstack/schemas/.
-
-The `resource` group is shared with devstack.imperative: whichever module
-registers first creates it and keeps its sub-subparsers on the parser as
-`_devstack_sub` (see `resource_group`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, redirect_stdout
+from contextlib import nullcontext
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from devstack import cli, ledger, yamledit
+import yaml
+
+from components import templates
+from devstack import yamledit
+from devstack.command import (
+    add_lock_option,
+    add_output_options,
+    add_stack_options,
+    confirmer,
+    emit_json,
+    guarded,
+    lock_wait,
+    note,
+    open_from,
+    table,
+    work_dir_option,
+)
 from devstack.errors import DevstackError, InvalidQuery, NotFound
+from devstack.gc import GcItem, collect_garbage
+from devstack.listing import DEFAULT_LIMIT, MAX_LIMIT, list_resources, show_resource
+from devstack.locks import verb_lock
+from devstack.models import Resource, ResourcePage
+from devstack.recovery import recover
+from devstack.removal import destroy_stack, remove_resource
+from devstack.workspace import Workspace, cannot_read, current_project, without_declaration, write_text
+from devstack.yamledit import EditError
 
-_NO_TTY = "not confirmed: no terminal to ask on (pass --yes)"
-
-
-# --- shared plumbing (env_cli uses it too) --------------------------------------------------
-
-
-def resource_group(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """The sub-subparsers of `devstack resource`, created by whichever module registers first."""
-    parser = subparsers.choices.get("resource")
-    if parser is None:
-        parser = subparsers.add_parser("resource", help="resources of the workspace: create, list, show, gc, rm")
-        parser._devstack_sub = parser.add_subparsers(dest="resource_command", required=True)
-    return parser._devstack_sub
-
-
-def add_stack_options(parser: argparse.ArgumentParser) -> None:
-    """--workspace, --backend-url, --work-dir: which stack, in which backend, with which program."""
-    parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
-    parser.add_argument("--backend-url", help="the Pulumi backend, e.g. postgres://user@host:port/db with the "
-                        "password in $PGPASSWORD (default: $PULUMI_BACKEND_URL, else the checkout's file backend)")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help="directory of the program and stack config (default: the checkout)")
-
-
-def add_output_options(parser: argparse.ArgumentParser, schema: str) -> None:
-    """--json (a report, devstack/schemas/<schema>) or --quiet (nothing but errors; the exit code says it)."""
-    way = parser.add_mutually_exclusive_group()
-    way.add_argument("--json", action="store_true", help=f"JSON (devstack/schemas/{schema})")
-    way.add_argument("--quiet", "-q", action="store_true",
-                     help="print nothing but errors: the exit code says the outcome")
-
-
-def add_lock_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lock-wait", type=float, metavar="SECONDS",
-                        help="how long to wait for another run's lock on the stack before giving up "
-                        f"(default: $DEVSTACK_LOCK_WAIT, else {ledger.DEFAULT_LOCK_WAIT:.0f})")
-
-
-def note(args: argparse.Namespace, text: str) -> None:
-    """A remark on stderr (a count, a warning, what it waits for): not with --quiet."""
-    if not getattr(args, "quiet", False):
-        print(text, file=sys.stderr, flush=True)
-
-
-def lock_wait(args: argparse.Namespace) -> ledger.LockWait:
-    """How long the verb waits for another run's lock, saying on stderr whose lock it waits on."""
-    say = lambda text: note(args, text)  # noqa: E731
-    if getattr(args, "lock_wait", None) is None:
-        return ledger.LockWait.default(say)
-    if args.lock_wait < 0:
-        raise InvalidQuery("wait", f"--lock-wait {args.lock_wait:g}", "a negative number of seconds", "pass 0 or more")
-    return ledger.LockWait(args.lock_wait, say)
-
-
-@contextmanager
-def quiet_stdout(args: argparse.Namespace) -> Iterator[None]:
-    """With --quiet, what the verb (and pulumi's progress through it) prints on stdout goes nowhere."""
-    if not getattr(args, "quiet", False):
-        yield
-        return
-    with open(os.devnull, "w") as devnull, redirect_stdout(devnull):
-        yield
-
-
-def work_dir_option(args: argparse.Namespace) -> dict[str, Path]:
-    """--work-dir as a keyword for the ledger functions (their default: the checkout)."""
-    return {"work_dir": args.work_dir} if args.work_dir else {}
-
-
-def open_from(args: argparse.Namespace):
-    return ledger.open_stack(args.workspace, args.backend_url, **work_dir_option(args))
-
-
-def guarded(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command whose typed errors become their message on stderr and their exit code."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            with quiet_stdout(args):
-                return action(args)
-        except DevstackError as err:
-            if err.done is not None and getattr(args, "json", False):
-                emit_json(err.done)  # stopped part-way: a script still learns what was done
-            for problem in getattr(err, "problems", []):  # a refused file edit: preview's messages
-                print(f"error: {problem}", file=sys.stderr)
-            print(err, file=sys.stderr)
-            return err.exit_code
-
-    return run
-
-
-def confirmer(args: argparse.Namespace) -> ledger.Confirm:
-    """--yes confirms; otherwise ask on the terminal, and refuse without one."""
-    if getattr(args, "yes", False):
-        return lambda _text: True
-
-    def ask(text: str) -> bool:
-        reply = cli.ask(f"{text}\nType 'yes' to go ahead: ")
-        if reply is None:
-            print(f"{text}: {_NO_TTY}", file=sys.stderr)
-        return reply == "yes"
-
-    return ask
-
-
-def emit_json(model: Any) -> None:
-    print(json.dumps(model.as_json(), indent=2, sort_keys=True))
-
-
-def table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows])
+#: Attributes every kind has and a table need not repeat (the instance's address).
+INSTANCE_ATTRIBUTES = ("host", "port", "region", "endpoint")
 
 
 def _short_time(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
+# --- columns of `resource list` -------------------------------------------------------------
+
+
+def columns_for(engine: str, kind: str) -> list[tuple[str, str]]:
+    """The table columns `devstack resource list` prints for a kind: (title, attribute path).
+
+    Read from an optional `columns:` list under the kind in
+    templates/<engine>.yaml (`- {name: TITLE, path: attr[.key...]}`, the path
+    into the resource's attributes); without one, the kind's non-secret
+    attributes other than the instance's address. A column on a secret
+    attribute or an attribute the kind does not have is a template error
+    (ValueError naming the file and column); an unknown kind is a KeyError.
+    """
+    return list(_columns(engine, kind))
+
+
+@cache
+def _columns(engine: str, kind: str) -> tuple[tuple[str, str], ...]:
+    template = templates.engine_template(engine).kinds[kind]
+    raw = yaml.safe_load((templates.TEMPLATES_DIR / f"{engine}.yaml").read_text(encoding="utf-8")) or {}
+    declared = ((raw.get("kinds") or {}).get(kind) or {}).get("columns")
+    if declared is None:
+        return tuple((_title(a), a) for a in template.attributes
+                     if a not in INSTANCE_ATTRIBUTES and not template.is_secret(a))
+    columns = []
+    for i, column in enumerate(declared):
+        where = f"templates/{engine}.yaml: kinds.{kind}.columns[{i}]"
+        if not isinstance(column, dict) or not isinstance(column.get("name"), str) or not isinstance(column.get("path"), str):
+            raise ValueError(f"{where}: a column is a mapping with string `name` and `path`")
+        head = column["path"].split(".")[0]
+        # Exports are composed in the stack outputs only; the ledger holds the provider's attributes.
+        if head not in template.attributes or template.is_secret(head):
+            raise ValueError(f"{where}: {head!r} is not a non-secret attribute of {engine} {kind} "
+                             f"(attributes: {', '.join(n for n in template.attributes if not template.is_secret(n))})")
+        columns.append((column["name"], column["path"]))
+    return tuple(columns)
+
+
+def _title(attribute: str) -> str:
+    """`queueUrl` -> `QUEUE URL`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", attribute).upper()
+
+
+def column_value(attributes: dict[str, Any], path: str) -> Any:
+    """Follow a dotted path into a resource's attributes; None where it leads nowhere."""
+    value: Any = attributes
+    for part in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
 # --- list -----------------------------------------------------------------------------------
 
 
-def _kind_columns(page: ledger.ResourcePage) -> list[tuple[str, str]]:
-    """Per-kind attribute columns (devstack.imperative.columns_for) when a page holds one kind only."""
+def _kind_columns(page: ResourcePage) -> list[tuple[str, str]]:
+    """Per-kind attribute columns (columns_for) when a page holds one kind only."""
     kinds = {(r.engine, r.kind) for r in page.items}
     if len(kinds) != 1:
         return []
-    from devstack.imperative import columns_for  # imports this module: read at call time
-
     engine, kind = kinds.pop()
     try:
         return columns_for(engine, kind)
@@ -175,8 +139,6 @@ def _kind_columns(page: ledger.ResourcePage) -> list[tuple[str, str]]:
 
 
 def _cell(attributes: dict[str, Any], path: str) -> str:
-    from devstack.imperative import column_value
-
     value = column_value(attributes, path)
     return "-" if value is None else str(value)
 
@@ -189,9 +151,7 @@ def project_here(args: argparse.Namespace, stack, name: str | None = None) -> st
         return args.project
     if yamledit.nearest_devstack_yaml() is None:
         return None
-    from devstack import imperative  # it builds on this module
-
-    here = imperative.current_project(imperative.Workspace.of(stack).projects())
+    here = current_project(Workspace.of(stack).projects())
     if here is None:
         return None
     note(args, f"project {here.name!r}, the current directory's (--project to choose another)")
@@ -201,7 +161,7 @@ def project_here(args: argparse.Namespace, stack, name: str | None = None) -> st
 @guarded
 def run_list(args: argparse.Namespace) -> int:
     stack = open_from(args)
-    page = ledger.list_resources(stack, project=project_here(args, stack), engine=args.engine, kind=args.kind,
+    page = list_resources(stack, project=project_here(args, stack), engine=args.engine, kind=args.kind,
                                  limit=args.limit, cursor=args.cursor)
     if args.json:
         emit_json(page)
@@ -223,7 +183,7 @@ def run_list(args: argparse.Namespace) -> int:
 @guarded
 def run_show(args: argparse.Namespace) -> int:
     stack = open_from(args)
-    detail = ledger.show_resource(stack, args.name, engine=args.engine, project=project_here(args, stack, args.name),
+    detail = show_resource(stack, args.name, engine=args.engine, project=project_here(args, stack, args.name),
                                   kind=args.kind, show_secrets=args.show_secrets)
     if args.json:
         emit_json(detail)
@@ -248,15 +208,15 @@ def run_show(args: argparse.Namespace) -> int:
 # --- gc -------------------------------------------------------------------------------------
 
 
-def _gc_rows(items: list[ledger.GcItem]) -> list[list[str]]:
+def _gc_rows(items: list[GcItem]) -> list[list[str]]:
     return [[i.engine, i.instance, i.kind, i.engine_name, i.project or "-", i.stack or "-", i.reason] for i in items]
 
 
 @guarded
 def run_gc(args: argparse.Namespace) -> int:
     stack, wait = open_from(args), lock_wait(args)
-    with ledger.verb_lock(stack, "prune", "orphans", wait) if args.prune else nullcontext():
-        report = ledger.collect_garbage(stack, engine=args.engine, kind=args.kind, project=args.project,
+    with verb_lock(stack, "prune", "orphans", wait) if args.prune else nullcontext():
+        report = collect_garbage(stack, engine=args.engine, kind=args.kind, project=args.project,
                                         prune=args.prune, include_retained=args.include_retained,
                                         confirm=confirmer(args), lock_wait=wait)
     if args.json:
@@ -291,18 +251,16 @@ def run_gc(args: argparse.Namespace) -> int:
 def run_rm(args: argparse.Namespace) -> int:
     stack, wait = open_from(args), lock_wait(args)
     edits: list[tuple[Path, str, str]] = []
-    from devstack import imperative
-
-    with ledger.verb_lock(stack, "remove", args.name, wait):
+    with verb_lock(stack, "remove", args.name, wait):
         # The file side: without it the next `pulumi up` would declare and adopt it again. Checked
         # before the ledger changes, as `pulumi preview` would check it (an import of the entry, say).
-        removal = ledger.remove_resource(stack, args.name, engine=args.engine,
+        removal = remove_resource(stack, args.name, engine=args.engine,
                                          project=project_here(args, stack, args.name),
                                          kind=args.kind, purge_data=args.purge_data, confirm=confirmer(args),
                                          before=lambda resource: edits.extend(_declaration_edit(stack, resource)),
                                          lock_wait=wait)
         for path, text, relative in edits:
-            imperative.write_text(path, text)
+            write_text(path, text)
             if not args.json:
                 print(f"removed its declaration from {relative}")
     if args.json:
@@ -316,14 +274,11 @@ def run_rm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str, str]]:
+def _declaration_edit(stack, resource: Resource) -> list[tuple[Path, str, str]]:
     """The resource's project file without its entry, as (path, new text, relative path), once the
     workspace has been validated that way; empty when no file declares it. InvalidDeclaration else."""
-    from devstack import imperative
-    from devstack.yamledit import EditError
-
     try:
-        workspace = imperative.Workspace.of(stack)
+        workspace = Workspace.of(stack)
     except NotFound as err:
         # Nothing then says which devstack.yaml declares it (a --work-dir of another checkout, say): un-tracked,
         # it would be made again, a generated password new, by the next `up` of the checkout that declares it.
@@ -337,13 +292,13 @@ def _declaration_edit(stack, resource: ledger.Resource) -> list[tuple[Path, str,
         # make again; a missing one (its project's directory removed) declares nothing.
         unreadable = [ref for ref in refs if ref.unreadable and ref.path.exists()]
         if unreadable:
-            raise InvalidQuery("remove", resource.id, imperative.cannot_read(unreadable),
+            raise InvalidQuery("remove", resource.id, cannot_read(unreadable),
                                "nothing was changed; fix the file (`pulumi preview` shows every problem), then "
                                "run the command again")
     for ref in refs:
         if ref.name == resource.project and ref.path.is_file():
             try:
-                text = imperative.without_declaration(ref.path, resource.instance, resource.kind, resource.name)
+                text = without_declaration(ref.path, resource.instance, resource.kind, resource.name)
             except EditError as err:
                 raise InvalidQuery("remove", resource.id, f"cannot take its entry out of {ref.relative}: {err}",
                                    "nothing was changed; edit the file as it says, or remove the entry by hand "
@@ -360,8 +315,8 @@ def run_destroy(args: argparse.Namespace) -> int:
     if args.project is not None and not args.project.strip():
         raise InvalidQuery("destroy", "--project ''", "the value is empty", "name a project, or leave --project out "
                            "to destroy the whole workspace")
-    with ledger.verb_lock(stack, "destroy", f"workspace {stack.name!r}", wait):
-        result = ledger.destroy_stack(stack, purge_data=args.purge_data, confirm=confirmer(args), lock_wait=wait,
+    with verb_lock(stack, "destroy", f"workspace {stack.name!r}", wait):
+        result = destroy_stack(stack, purge_data=args.purge_data, confirm=confirmer(args), lock_wait=wait,
                                       project=args.project)
     if args.json:
         emit_json(result)
@@ -376,7 +331,7 @@ def run_destroy(args: argparse.Namespace) -> int:
 
 @guarded
 def run_recover(args: argparse.Namespace) -> int:
-    result = ledger.recover(args.workspace, args.backend_url, **work_dir_option(args))
+    result = recover(args.workspace, args.backend_url, **work_dir_option(args))
     if args.json:
         emit_json(result)
         return 0
@@ -417,20 +372,18 @@ def add_gc_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> N
     add_lock_option(parser)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `resource list|show|gc|rm` and `destroy`."""
-    group = resource_group(subparsers)
-
-    p = group.add_parser("list", help="tenant resources in the ledger, in a stable order, one page at a time")
+def register(subparsers: argparse._SubParsersAction, resource: argparse._SubParsersAction) -> None:
+    """Add `list`, `show`, `gc` and `rm` to `resource` (the verbs of `devstack resource`), `destroy` and `recover`."""
+    p = resource.add_parser("list", help="tenant resources in the ledger, in a stable order, one page at a time")
     add_stack_options(p)
     _filters(p)
-    p.add_argument("--limit", "-n", type=int, default=ledger.DEFAULT_LIMIT,
-                   help=f"rows per page, 1 to {ledger.MAX_LIMIT} (default {ledger.DEFAULT_LIMIT})")
+    p.add_argument("--limit", "-n", type=int, default=DEFAULT_LIMIT,
+                   help=f"rows per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     p.add_argument("--cursor", help="next_cursor of the previous page (same filters only)")
     add_output_options(p, "resource-list.schema.json")
     p.set_defaults(func=run_list)
 
-    p = group.add_parser("show", help="one resource: attributes, owner, engine, kind, created and modified")
+    p = resource.add_parser("show", help="one resource: attributes, owner, engine, kind, created and modified")
     p.add_argument("name", help="declaration name, <project>/<instance>/<kind>/<name>, or engine/instance/kind/name@owner")
     add_stack_options(p)
     _filters(p)
@@ -438,12 +391,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_output_options(p, "resource-show.schema.json")
     p.set_defaults(func=run_show)
 
-    p = group.add_parser("gc", help="scan the engines and reconcile with the ledger: orphans, retained, stale, "
+    p = resource.add_parser("gc", help="scan the engines and reconcile with the ledger: orphans, retained, stale, "
                          "foreign")
     add_gc_options(p)
     p.set_defaults(func=run_gc)
 
-    p = group.add_parser("rm", help="remove a resource from the ledger; --purge-data drops its data first")
+    p = resource.add_parser("rm", help="remove a resource from the ledger; --purge-data drops its data first")
     p.add_argument("name", help="declaration name, <project>/<instance>/<kind>/<name>, or engine/instance/kind/name@owner")
     add_stack_options(p)
     _filters(p)

@@ -15,7 +15,8 @@ import pytest
 from devstack import doctor
 from devstack.errors import EngineError
 from providers import registry
-from tests.devstack_imperative.conftest import INSTANCES, project_text, shared_config
+from tests.devstack.conftest import INSTANCES, project_text, shared_config
+from tests.waiting import eventually
 from tools.engines.base import closed_port
 
 
@@ -309,7 +310,6 @@ def test_a_redis_anyone_may_log_in_to_is_not_fit_whatever_its_admin_may_do(tmp_p
     import shutil
     import socket
     import subprocess
-    import time
 
     from pydantic import SecretStr
 
@@ -320,9 +320,7 @@ def test_a_redis_anyone_may_log_in_to_is_not_fit_whatever_its_admin_may_do(tmp_p
                                "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", port)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10, f"redis-server to listen on {port}")
         instance = SharedInstance(name="cache", engine="redis", port=port, adminUser="default",
                                   adminSecret="redisAdmin", admin_password=SecretStr("anything"))
         health = doctor.check_instance(instance, ["redis_index"], local_port=None)
@@ -341,7 +339,6 @@ def test_a_postgresql_that_trusts_every_login_is_not_fit(admin):
     """With `trust` in pg_hba.conf the admin check passed whatever the password, and so would anyone's
     login as any tenant's role."""
     import secrets
-    import time
 
     import psycopg
     from psycopg import sql
@@ -368,10 +365,12 @@ def test_a_postgresql_that_trusts_every_login_is_not_fit(admin):
         hba.write_text(f"host all {role} 127.0.0.1/32 trust\n{original}")  # the first line that fits decides
         with connect() as conn:
             conn.execute("SELECT pg_reload_conf()")  # signals the server: it rereads the file soon after
-        deadline = time.monotonic() + 10
-        while (health := doctor.check_instance(instance, ["database"], local_port=None)).ok:
-            assert time.monotonic() < deadline, "the reloaded pg_hba.conf never took effect"
-            time.sleep(0.2)
+
+        def unfit():
+            health = doctor.check_instance(instance, ["database"], local_port=None)
+            return None if health.ok else health
+
+        health = eventually(unfit, 10, "the reloaded pg_hba.conf to take effect", interval=0.2)
         assert (health.ok, health.admin) == (False, False), health
         assert "wrong password (`trust` in pg_hba.conf)" in health.problem and "scram-sha-256" in health.fix
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +35,8 @@ import redis as redis_py
 from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
 
-from devstack import gc, ledger
-from devstack.errors import Aborted
+from devstack import gc, listing, models, state
+from devstack.errors import Aborted, InvalidQuery
 from devstack.scan import Found, declaration_name
 from components.yamlfile import encryption_salt
 from providers.markers import marker_workspace
@@ -48,10 +49,15 @@ from providers.instances import instances_from_config
 from providers.nats.session import admin_credential
 from tests.devstack.conftest import (
     Sandbox,
+    box_ids,
     import_state,
+    make_env,
     synthetic_resources,
     token,
+    tracking_alpha,
 )
+from tests.devstack.stacks import acl_user_exists, configure_stack, write
+from tools.engines.ports import PORTS
 
 
 def workspace_config(shared: dict, admin, name: str, projects: list[str]) -> dict[str, Any]:
@@ -93,7 +99,7 @@ def engine_name(engine: str, kind: str, name: str, owner: str) -> str:
 
 
 def create(config, engine, instance, kind, name, owner, stack, params=None) -> None:
-    provider = ledger.configured_provider(config, engine, kind)
+    provider = state.configured_provider(config, engine, kind)
     provider.create({"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": owner,
                      "params": params or {}, "credentials": "predictable", "purge": False, "stack": stack,
                      "naming": PREFIXED})  # the names engine_name above gives
@@ -101,7 +107,7 @@ def create(config, engine, instance, kind, name, owner, stack, params=None) -> N
 
 def drop_quietly(config, engine, instance, kind, name, owner) -> None:
     try:
-        ledger.drop_data(config, Identity(engine, instance, kind, name, owner), {"params": {}})
+        state.drop_data(config, Identity(engine, instance, kind, name, owner), {"params": {}})
     except Exception:  # cleanup: the test already reported what matters
         pass
 
@@ -307,10 +313,10 @@ def test_gc_reports_then_prunes_only_orphans(planted, validator):
     assert all(i["name"] for i in report["orphans"] + report["retained"])  # each maps back to a declaration name
 
     # Scope: --engine scans only that engine; --kind and --project narrow to what is marked for that project.
-    only_kafka = ledger.collect_garbage(planted["stack"], engine="kafka")
+    only_kafka = gc.collect_garbage(planted["stack"], engine="kafka")
     assert only_kafka.scanned == ["kafka"]
     assert keys(only_kafka.as_json()["retained"]) == {o for o in planted["retained"] if o[0] == "kafka"}
-    queues = ledger.collect_garbage(planted["stack"], kind="queue", project=p)
+    queues = gc.collect_garbage(planted["stack"], kind="queue", project=p)
     assert queues.scanned == ["aws"] and queues.foreign == []
     assert keys(queues.as_json()["retained"]) == {("localstack", "queue", f"{p}-q")}
     assert keys(queues.as_json()["stale"]) == {("localstack", "queue", f"{p}-stale")}
@@ -323,19 +329,19 @@ def test_gc_reports_then_prunes_only_orphans(planted, validator):
     pruned = box.cli_json("resource", "gc", "--prune", "--yes", "-w", workspace)
     assert pruned["errors"] == [] and keys(pruned["orphans"]) == planted["orphans"]
     assert pruned["pruned"] == [f"postgres/pg/role/gone@{planted['gone']}"]
-    assert keys(ledger.collect_garbage(planted["stack"]).as_json()["retained"]) == planted["retained"]
+    assert keys(gc.collect_garbage(planted["stack"]).as_json()["retained"]) == planted["retained"]
     # --include-retained drops them too, quietly: the exit code says it went well.
     quiet = box.cli("resource", "gc", "--prune", "--include-retained", "--yes", "--quiet", "-w", workspace)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
 
-    after = ledger.collect_garbage(planted["stack"]).as_json()
+    after = gc.collect_garbage(planted["stack"]).as_json()
     assert after["orphans"] == after["retained"] == [] and after["managed"] == 1
     # The orphan whose project left the workspace was in the ledger: now it is stale there.
     gone_role = next(o for o in planted["orphans"] if o[2].endswith("_gone"))
     assert keys(after["stale"]) == planted["stale"] | {gone_role}
     assert planted["foreign"] <= keys(after["foreign"])  # foreign: never touched
     assert planted["others"] <= keys(after["other_workspaces"])  # other workspaces': never touched
-    assert ledger.list_resources(planted["stack"]).total == 8  # the ledger is not changed by gc
+    assert listing.list_resources(planted["stack"]).total == 8  # the ledger is not changed by gc
 
 
 @pytest.mark.parametrize("engine, kind, name, owner", [
@@ -362,9 +368,9 @@ def test_unmappable_engine_name_has_no_declaration_name():
 
 def test_prune_reports_an_orphan_it_cannot_name(admin, local_shared):
     config = workspace_config(local_shared, admin, "unused", [])
-    item = ledger.GcItem(engine="kafka", instance="kafka", kind="topic", engine_name="x", project=None, stack=None,
+    item = gc.GcItem(engine="kafka", instance="kafka", kind="topic", engine_name="x", project=None, stack=None,
                          name=None, reason="test")
-    pruned, errors = gc.prune(config, [item])
+    pruned, errors = gc.prune_orphans(config, [item])
     assert pruned == [] and "no declaration name maps to it" in errors[0].error
 
 
@@ -384,10 +390,10 @@ def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkey
     ident = Identity(engine="minio", instance="objects", kind="bucket", name="logs", owner="shop")
     found = Found("minio", "objects", "bucket", "shop-logs", "shop", "other-workspace")
     monkeypatch.setattr(gc, "_scan_all", lambda instances, filters: ([found], ["objects"], []))
-    tracked = [ledger.Tracked(urn="urn:shop/objects/bucket/logs", ident=ident, props={"stack": "this"},
+    tracked = [state.Tracked(urn="urn:shop/objects/bucket/logs", ident=ident, props={"stack": "this"},
                               secrets=frozenset(), entry={})]
     config = workspace_config(local_shared, admin, "this", [])
-    report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, set(), tracked)
+    report = gc.reconcile("this", "this@c0ffee", models.Filters(), config, set(), tracked)
     assert report.orphans == [] and report.stale == []
     assert [(o.engine_name, o.stack) for o in report.other_workspaces] == [("shop-logs", "other-workspace")]
     # Marked for this workspace (also as markers were before they named the ledger, or for none,
@@ -395,7 +401,7 @@ def test_a_resource_another_workspace_re_marked_is_never_this_ones_orphan(monkey
     for stack in ("this@c0ffee", "this", None):
         monkeypatch.setattr(gc, "_scan_all", lambda instances, filters, stack=stack: (
             [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
-        report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, set(), tracked)
+        report = gc.reconcile("this", "this@c0ffee", models.Filters(), config, set(), tracked)
         assert [o.engine_name for o in report.orphans] == ["shop-logs"]
 
 
@@ -410,7 +416,7 @@ def test_an_update_of_the_workspace_alone_re_marks_every_kind(admin, local_share
     made = []
     try:
         for engine, instance, kind, name, params in orphan_plan(p):
-            provider = ledger.configured_provider(config, engine, kind)
+            provider = state.configured_provider(config, engine, kind)
             props = {"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": p,
                      "params": params, "credentials": "predictable", "purge": False, "stack": "remark",
                      "naming": PREFIXED}
@@ -439,7 +445,7 @@ def test_outside_the_ledger_only_this_ledgers_own_mark_is_an_orphan(monkeypatch,
     for (stack, listed), where in kinds.items():
         monkeypatch.setattr(gc, "_scan_all", lambda instances, filters, stack=stack: (
             [Found("minio", "objects", "bucket", "shop-logs", "shop", stack)], ["objects"], []))
-        report = gc.reconcile("this", "this@c0ffee", ledger.Filters(), config, {"shop"} if listed else set(), [])
+        report = gc.reconcile("this", "this@c0ffee", models.Filters(), config, {"shop"} if listed else set(), [])
         assert [o.engine_name for o in getattr(report, where)] == ["shop-logs"], stack
 
 
@@ -452,14 +458,14 @@ def test_an_instance_alias_or_a_renamed_instance_never_makes_a_managed_resource_
     pg = local_shared["pg"]
     create(config, "postgres", "pg", "role", "readers", p, "alias@c0ffee")
     try:
-        tracked = [ledger.Tracked(urn=f"urn:{p}/pg/role/readers", ident=Identity("postgres", "pg", "role", "readers", p),
+        tracked = [state.Tracked(urn=f"urn:{p}/pg/role/readers", ident=Identity("postgres", "pg", "role", "readers", p),
                                   props={"stack": "alias@c0ffee", "host": pg["host"], "port": float(pg["port"])},
                                   secrets=frozenset(), entry={})]
         aliased = {"pg": pg, "pgalias": {**pg, "host": "localhost"}}
         renamed = {"pgnew": pg}
         for shared in (aliased, renamed):
             config = workspace_config(shared, admin, "alias", [])
-            report = gc.reconcile("alias", "alias@c0ffee", ledger.validate_filters("postgres", None, p), config, {p},
+            report = gc.reconcile("alias", "alias@c0ffee", models.validate_filters("postgres", None, p), config, {p},
                                   tracked)
             assert (report.managed, report.orphans, report.stale) == (1, [], []), sorted(shared)
     finally:
@@ -478,7 +484,7 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
         # A workspace the project moves to: its `adopt` names the one gc runs for.
         moving = {**config, "devstack:workspace": {**config["devstack:workspace"],
                                                    "adopt": {p: planted["stack"].name}}}
-        provider = ledger.configured_provider(moving, "localstack", "queue")
+        provider = state.configured_provider(moving, "localstack", "queue")
         props = {"engine": "localstack", "instance": "aws", "kind": "queue", "name": "q", "owner": p,
                  "params": {}, "credentials": "predictable", "purge": False, "stack": "elsewhere@beef00",
                  "naming": PREFIXED}
@@ -486,7 +492,7 @@ def test_an_orphan_adopted_while_the_question_is_open_is_left(planted):
         provider.update(created.id, created.outs, props)
         return True
 
-    report = ledger.collect_garbage(planted["stack"], kind="queue", project=p, prune=True, include_retained=True,
+    report = gc.collect_garbage(planted["stack"], kind="queue", project=p, prune=True, include_retained=True,
                                     confirm=adopt_then_confirm)
     assert [o.engine_name for o in report.retained] == [queue] and report.pruned == []
     assert [e.error for e in report.errors] == [
@@ -524,9 +530,9 @@ def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provide
     Outside the ledger it is never an orphan to prune: one made by hand for that role looks the same."""
     with database_cut_short(local_shared, admin, "bare", "COMMENT ON DATABASE {} IS NULL") as (config, instance, p):
         ident = Identity("postgres", "pg", "database", p, p)
-        assert ledger.configured_provider(config, "postgres", "database").observe(instance, ident).owner == p
-        filters = ledger.validate_filters("postgres", "database", p)
-        tracked = [ledger.Tracked(urn=f"urn:{p}", ident=ident, props={"stack": "bare@c0ffee"},
+        assert state.configured_provider(config, "postgres", "database").observe(instance, ident).owner == p
+        filters = models.validate_filters("postgres", "database", p)
+        tracked = [state.Tracked(urn=f"urn:{p}", ident=ident, props={"stack": "bare@c0ffee"},
                                   secrets=frozenset(), entry={})]
         managed = gc.reconcile("bare", "bare@c0ffee", filters, config, {p}, tracked)
         assert (managed.managed, managed.stale, managed.foreign) == (1, [], [])
@@ -540,9 +546,9 @@ def test_a_login_role_a_cut_purge_left_without_its_database_is_an_orphan_that_pr
     database, and --prune finishes the drop."""
     with database_cut_short(local_shared, admin, "cut", "DROP DATABASE {}") as (config, instance, p):  # the purge
         # Its project no longer in the workspace: an orphan (still listed, it would be retained).
-        report = gc.reconcile("cut", "cut@c0ffee", ledger.validate_filters("postgres", "database", p), config, set(), [])
+        report = gc.reconcile("cut", "cut@c0ffee", models.validate_filters("postgres", "database", p), config, set(), [])
         assert [o.engine_name for o in report.orphans] == [p]
-        assert gc.prune(config, report.orphans) == ([f"postgres/pg/database/{p}@{p}"], [])
+        assert gc.prune_orphans(config, report.orphans) == ([f"postgres/pg/database/{p}@{p}"], [])
         with _pg(instance) as conn:
             assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (p,)).fetchone() is None
 
@@ -556,7 +562,7 @@ def test_a_user_made_anew_by_hand_under_a_stale_registry_marker_is_never_an_orph
     p = f"u{token()}"
     config = workspace_config(local_shared, admin, "anew", [])
     instances = instances_from_config(config)
-    filters = ledger.validate_filters(None, None, p)
+    filters = models.validate_filters(None, None, p)
     made = [("redis", "cache", "acl_user", p, p), ("minio", "objects", "access_key", p, p)]
     try:
         for identity in made:
@@ -583,3 +589,73 @@ def test_a_user_made_anew_by_hand_under_a_stale_registry_marker_is_never_an_orph
             minio.admin_client(instances["objects"]).user_remove(p)
         except Exception:  # already gone
             pass
+
+
+def test_gc_refuses_a_workspace_whose_projects_key_is_misspelt(tmp_path):
+    """`project:` for `projects:` would make every project the workspace lists look unlisted, and
+    `--prune` drop what the ledger tracks as orphans."""
+    sandbox = tracking_alpha(tmp_path, {"project": ["alpha/devstack.yaml"]})
+    done = sandbox.cli("resource", "gc", "--prune", "--yes", "-w", "w")
+    assert done.returncode == InvalidQuery.exit_code and "Traceback" not in done.stderr, done.stderr
+    assert "Pulumi.w.yaml:" in done.stderr and "config.devstack:workspace.project: unknown field" in done.stderr
+    assert box_ids(sandbox, "w") == {"postgres/pg/database/alpha@alpha"}
+
+
+@pytest.mark.parametrize("text, why", [
+    ("name: p\nresources: [\n", "not valid YAML at line 3: "),
+    ("resources: []\n", "it has no top-level name"),
+])
+def test_gc_names_a_project_file_it_cannot_read_on_one_line(tmp_path, text, why):
+    from pulumi import automation as auto
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("broken", create=True)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "devstack.yaml").write_text(text)
+    shared = {"cache": {"engine": "redis", "host": "127.0.0.1", "port": PORTS["redis"], "adminUser": "default",
+                        "adminSecret": "cacheAdmin"}}
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(
+        {"name": "broken", "shared": shared, "projects": ["p/devstack.yaml"]})))
+    stack.set_config("devstack:cacheAdmin", auto.ConfigValue("x", secret=True))
+    done = sandbox.cli("resource", "gc", "-w", "broken")
+    assert done.returncode == InvalidQuery.exit_code and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"project file p/devstack.yaml cannot be read ({why}" in done.stderr
+
+
+def test_gc_in_another_checkout_with_the_same_stack_name_leaves_this_ones_resources(
+    sandbox, tmp_path, admin, local_shared, names
+):
+    """Two clones (or worktrees), each with its own ledger and the default stack name, on the same
+    engines: the second's gc must not take the first's resources for its orphans."""
+    a, b = names
+    clone = Sandbox(env=make_env(tmp_path / "clone-pulumi"), work=tmp_path / "clone")
+    clone.work.mkdir()
+    (clone.work / "__main__.py").write_text((sandbox.work / "__main__.py").read_text())
+    user = [{"uses": "cache", "kind": "acl_user"}]
+    first = configure_stack(sandbox, "twin", local_shared, admin, [write(sandbox, a, user)])
+    first.up()
+    # The marker names the ledger, not the path: the same stack run from elsewhere (a teammate on a shared
+    # backend, a moved checkout) re-marks nothing.
+    shutil.copytree(sandbox.work, tmp_path / "moved")
+    moved = Sandbox(env=sandbox.env, work=tmp_path / "moved").open("twin").preview().change_summary
+    assert set(moved) == {"same"}, moved
+    configure_stack(clone, "twin", local_shared, admin, [write(clone, b, user)]).up()
+
+    swept = clone.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
+    assert swept["orphans"] == [] and swept["pruned"] == []
+    theirs = next(o for o in swept["other_workspaces"] if o["engine_name"] == a)
+    assert "another ledger's stack 'twin'" in theirs["reason"] and acl_user_exists(admin, local_shared, a)
+
+    # In its own checkout, once no longer declared (retained by the up, its project still listed), it is
+    # retained there: --prune leaves it, --include-retained drops it.
+    write(sandbox, a, [])
+    first.up()
+    assert acl_user_exists(admin, local_shared, a)
+    kept = sandbox.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
+    assert [o["engine_name"] for o in kept["retained"]] == [a] and kept["orphans"] == kept["pruned"] == []
+    assert acl_user_exists(admin, local_shared, a)
+    mine = sandbox.cli_json("resource", "gc", "--prune", "--include-retained", "--yes", "--engine", "redis",
+                            "-w", "twin")
+    assert [o["engine_name"] for o in mine["retained"]] == [a] and len(mine["pruned"]) == 1
+    assert not acl_user_exists(admin, local_shared, a) and acl_user_exists(admin, local_shared, b)

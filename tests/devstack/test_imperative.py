@@ -10,19 +10,18 @@ PostgreSQL's round trip also removes without purge (retained) and adopts.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import json
-import secrets
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from devstack import imperative, yamledit
-from tests.devstack_imperative.conftest import INSTANCES, STACK, shared_config
+from devstack import declare, imperative, yamledit
+from devstack.workspace import Workspace
+from tests.devstack.conftest import INSTANCES, STACK, entry_text, fresh_name, shared_config
+from tests.waiting import eventually
+
 
 #: engine -> (kind, create argv, rm argv or None for the Python API, a param the create sets).
 #: The localstack queue is the project's own (no name given, so the entry has no `name:`).
@@ -34,18 +33,6 @@ ROUND_TRIPS = {
     "kafka": ("topic", ["topic", "add", "{name}"], ["topic", "rm", "{name}"], ("partitions", 2)),
     "nats": ("stream", ["stream", "add", "{name}"], ["stream", "rm", "{name}"], ("maxMsgs", 100)),
 }
-
-
-def fresh_name() -> str:
-    return f"r{secrets.token_hex(3)}"
-
-
-def entry_text(name: str | None, instance: str, kind: str, params: dict | None = None) -> str:
-    """The lines the verb appends, in the file's own indentation."""
-    lines = f"  - uses: workspace.shared.{instance}\n    kind: {kind}\n" + (f"    name: {name}\n" if name else "")
-    if params:
-        lines += "    params: {" + ", ".join(f"{k}: {yaml.safe_dump(v).splitlines()[0]}" for k, v in params.items()) + "}\n"
-    return lines
 
 
 @pytest.mark.parametrize("engine", list(ROUND_TRIPS))
@@ -77,9 +64,9 @@ def test_create_then_purge_round_trip(scratch, engine):
     assert "nothing to change" in out
 
     if rm_argv is None:  # no alias: the function `devstack resource rm` builds on
-        ws = imperative.Workspace.of(scratch.stack)
-        target = imperative.resolve(ws, (engine,), kind, name)
-        outcome = imperative.remove(target, purge_data=True, confirm=lambda _: True, out=lambda _: None)
+        ws = Workspace.of(scratch.stack)
+        target = declare.resolve(ws, (engine,), kind, name)
+        outcome = declare.remove(target, purge_data=True, confirm=lambda _: True, out=lambda _: None)
         assert outcome.changes == {"update": 1, "delete": 1}
     else:
         code, out, err = scratch.verb(*[a.format(name=name) for a in rm_argv], "--purge-data")
@@ -262,25 +249,9 @@ def test_failed_update_puts_the_file_back(scratch):
     assert f"pg/database/{name}" not in scratch.state_keys()
 
 
-def test_check_validates_with_the_config_keys_the_workspace_was_read_with(scratch, monkeypatch):
-    """A verb reads the stack config once (one CLI call); check judges admin secrets by those keys."""
-    ws = imperative.Workspace.of(scratch.stack)
-    monkeypatch.setattr(imperative.ledger, "stack_config", lambda stack: pytest.fail("the config was read again"))
-    relative = str(scratch.file.relative_to(ws.root))
-    text = scratch.file.read_text().replace("   # keep this comment\n",
-                                            "   # keep this comment\n" + entry_text(fresh_name(), "pg", "database"))
-    ws.check(relative, text, "a database")
-    secret_key = f"devstack:{ws.config.shared['pg'].admin_secret}"
-    without = dataclasses.replace(ws, config_keys=ws.config_keys - {secret_key})
-    with pytest.raises(imperative.InvalidDeclaration) as refused:
-        without.check(relative, text, "a database")
-    assert any(f"{secret_key} is not set" in problem for problem in refused.value.problems)
-
-
 def test_a_fully_qualified_workspace_names_the_same_stack(scratch):
     """`-w organization/<stack>`, as `pulumi stack ls --all` prints it, targets what `-w <stack>` does."""
     from devstack import cli
-    from tests.devstack_imperative.conftest import STACK
 
     name = fresh_name()
     where = ["--workspace", f"organization/{STACK}", "--work-dir", str(scratch.work), "--yes"]
@@ -296,12 +267,11 @@ def test_a_purge_whose_removal_step_fails_says_what_the_file_keeps(scratch, monk
     the file keeps the first step's `purge: true`, as the ledger does. It had said "is as it was"."""
     from devstack import cli
     from devstack.errors import EngineError
-    from tests.devstack_imperative.conftest import STACK
 
     name = fresh_name()
     where = ["--workspace", STACK, "--work-dir", str(scratch.work), "--yes"]
     assert cli.main(["stream", "add", name, *where]) == 0, scratch.capsys.readouterr().err
-    real, calls = imperative.update, []
+    real, calls = declare.update, []
 
     def second_fails(target, plan):
         calls.append(target)
@@ -309,7 +279,7 @@ def test_a_purge_whose_removal_step_fails_says_what_the_file_keeps(scratch, monk
             raise EngineError("update", target.what, "the engine went away", "start it")
         return real(target, plan)
 
-    monkeypatch.setattr(imperative, "update", second_fails)
+    monkeypatch.setattr(declare, "update", second_fails)
     assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 8
     err = scratch.capsys.readouterr().err
     assert "keeps `purge: true`, as the ledger now does (run the command again)" in err and "as it was" not in err
@@ -317,95 +287,6 @@ def test_a_purge_whose_removal_step_fails_says_what_the_file_keeps(scratch, monk
     assert scratch.state_keys() == {f"events/stream/{name}", f"events/account/{scratch.project}"}
     assert cli.main(["stream", "rm", name, "--purge-data", *where]) == 0, scratch.capsys.readouterr().err
     assert scratch.observe("nats", "stream", name) is None and scratch.state_keys() == set()
-
-
-def held_lock(tmp_path: Path) -> Path:
-    """A Pulumi lock file on the scratch stack, as a run on another machine leaves it while it runs."""
-    lock = tmp_path / "state" / ".pulumi" / "locks" / "organization" / "devstack" / STACK / "held.json"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    lock.write_text('{"pid": 4242, "username": "u", "hostname": "h", "timestamp": "2026-11-30T10:00:00Z"}')
-    return lock
-
-
-def test_a_lock_held_past_the_wait_is_named_and_the_file_is_kept(scratch, tmp_path):
-    """The verb waits for the lock, saying whose; when --lock-wait passes it fails naming it, file as it was."""
-    held_lock(tmp_path)
-    original = scratch.file.read_bytes()
-    code, _, err = scratch.verb("db", "create", fresh_name(), "--lock-wait", "1")
-    assert code == 8, err
-    assert "waiting for the lock on stack 'imperative' held by pid 4242 of u@h, since 2026-11-30T10:00:00Z" in err
-    assert "stayed locked by pid 4242 of u@h" in err and "pulumi preview" not in err, err
-    assert scratch.file.read_bytes() == original
-
-
-def _line_with(stream, text: str, timeout: float) -> str:
-    """The first line of `stream` holding `text`, read within `timeout` seconds; fails naming what it waited for."""
-    import queue
-    import threading
-
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in iter(stream.readline, "")], daemon=True).start()
-    deadline, seen = time.monotonic() + timeout, []
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        seen.append(line)
-        if text in line:
-            return line
-    pytest.fail(f"no line with {text!r} within {timeout}s; the stream said: {''.join(seen)!r}")
-
-
-def _devstack(scratch, *argv: str) -> subprocess.Popen:
-    """`devstack ARGV` on the scratch workspace, as a second terminal runs it."""
-    from tests.devstack.conftest import DEVSTACK
-
-    return subprocess.Popen([str(DEVSTACK), *argv, "--workspace", STACK, "--work-dir", str(scratch.work)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def test_a_verb_waits_for_the_stacks_lock_and_goes_on_once_released(scratch, tmp_path):
-    """The real pulumi CLI meets the lock ("the stack is currently locked"): the verb says whose lock it
-    waits on, and once it is released creates the resource."""
-    lock = held_lock(tmp_path)
-    name = fresh_name()
-    verb = _devstack(scratch, "stream", "add", name)
-    try:
-        _line_with(verb.stderr, "waiting for the lock on stack 'imperative' held by pid 4242 of u@h", 120)
-        released = time.monotonic()
-        lock.unlink()
-        out, err = verb.communicate(timeout=120)
-    finally:
-        verb.kill()
-    assert verb.returncode == 0, err
-    print(f"created {time.monotonic() - released:.1f}s after the lock was released")
-    assert f"events/stream/{name}" in scratch.state_keys()
-    assert scratch.observe("nats", "stream", name) is not None
-
-
-def test_two_creates_at_once_on_one_workspace_both_succeed(scratch):
-    """Two terminals: both verbs edit one devstack.yaml and update one stack. The second waits for the
-    first (saying so), then both entries are in the file, both resources in the ledger and the engines."""
-    queue_name, stream_name = fresh_name(), fresh_name()
-    started = time.monotonic()
-    verbs = [_devstack(scratch, "queue", "add", queue_name), _devstack(scratch, "stream", "add", stream_name)]
-    try:
-        done = [verb.communicate(timeout=300) for verb in verbs]
-    finally:
-        for verb in verbs:
-            verb.kill()
-    took = time.monotonic() - started
-    assert [verb.returncode for verb in verbs] == [0, 0], [err for _, err in done]
-    waited = [err for _, err in done if "waiting for the lock on stack 'imperative' held by devstack pid" in err]
-    assert len(waited) == 1, [err for _, err in done]  # one went first; the other waited for it, told whose
-    print(f"both created in {took:.1f}s; the second waited: {waited[0].splitlines()[0]}")
-    declared = {(entry["kind"], entry.get("name")) for entry in yaml.safe_load(scratch.file.read_text())["resources"]}
-    assert {("queue", queue_name), ("stream", stream_name)} <= declared
-    assert scratch.state_keys() == {f"aws/queue/{queue_name}", f"events/stream/{stream_name}",
-                                    f"events/account/{scratch.project}"}
-    assert scratch.observe("nats", "stream", stream_name) is not None
-    assert scratch.observe("localstack", "queue", queue_name) is not None
 
 
 @pytest.mark.parametrize("purge", [False, True], ids=["retained", "purged"])
@@ -431,36 +312,11 @@ def test_a_removal_pulumi_skips_is_an_error_and_the_file_is_kept(scratch, monkey
     assert scratch.verb("topic", "add", name)[0] == 0
     assert scratch.verb("resource", "create", "kafka", "acl")[0] == 0
     declared = scratch.file.read_text()
-    monkeypatch.setattr(imperative.Workspace, "state_dependents", lambda self, urn: [])
+    monkeypatch.setattr(Workspace, "state_dependents", lambda self, urn: [])
     code, _, err = scratch.verb("topic", "rm", name)
     assert code != 0 and "Pulumi planned no delete of it" in err
     assert scratch.file.read_text() == declared
     assert f"kafka/topic/{name}" in scratch.state_keys()
-
-
-def test_resource_rm_of_a_topic_an_acl_is_only_ordered_after_says_how_to_remove_it(scratch):
-    name = fresh_name()
-    assert scratch.verb("topic", "add", name)[0] == 0
-    assert scratch.verb("resource", "create", "kafka", "acl")[0] == 0
-    declared = scratch.file.read_text()
-    code, _, err = scratch.verb("resource", "rm", f"{scratch.project}/kafka/topic/{name}")
-    assert code == 2 and f"kafka/kafka/acl/{scratch.project}@{scratch.project}" in err
-    assert "only made after it" in err and "devstack topic rm" in err
-    assert scratch.file.read_text() == declared and f"kafka/topic/{name}" in scratch.state_keys()
-
-
-def test_env_refuses_values_a_targeted_update_left_unknown(scratch):
-    """A verb's targeted update leaves the project's other new declarations out; the stack outputs
-    then hold Pulumi's placeholder for their attributes, which must not reach a service as a value."""
-    entry, service = "  - {uses: cache, kind: acl_user}\n", ("services:\n  api:\n    env:\n      import:\n"
-                                                             "        - from: cache/acl_user\n          vars: {RUSER: user}\n")
-    scratch.file.write_text(scratch.file.read_text().replace("# Trailing comment", entry + service + "# Trailing comment"))
-    assert scratch.verb("queue", "add", fresh_name())[0] == 0
-    code, out, err = scratch.verb("env", scratch.project, "api", yes=False)
-    assert code != 0 and "RUSER have no value yet" in err and "pulumi up" in err
-    assert "04da6b54" not in out + err
-    # The clean-up purges what is applied and takes the rest out.
-    scratch.file.write_text(scratch.file.read_text().replace(entry, "").replace(service, ""))
 
 
 def test_rm_without_purge_data_keeps_the_data_of_an_entry_declared_purge_true(scratch):
@@ -501,10 +357,8 @@ def test_ctrl_c_during_the_update_lets_pulumi_cancel_and_release_the_stack(scrat
          "--workspace", STACK, "--work-dir", str(scratch.work), "--yes"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not any(p.is_file() for p in locks.rglob("*.json")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert any(p.is_file() for p in locks.rglob("*.json")), "the up never took the stack's lock"
+        eventually(lambda: any(p.is_file() for p in locks.rglob("*.json")), 60, "the up to take the stack's lock",
+                   interval=0.2)
         time.sleep(2)
         os.killpg(verb.pid, signal.SIGINT)  # as a terminal's Ctrl-C does
         _out, err = verb.communicate(timeout=90)

@@ -16,6 +16,7 @@ from psycopg import sql
 from pulumi import automation as auto
 
 from devstack import ledger
+from providers.identity import Identity
 from tests.devstack.conftest import (
     PG_PORT,
     Sandbox,
@@ -109,6 +110,6 @@ def test_up_rm_destroy_on_the_postgres_backend(sandbox: Sandbox, backend_url, ad
         # The retained index (and anything a failure left) goes; the whole check never leaks.
         for kind in ("redis_index", "acl_user"):
             try:
-                ledger.drop_data(ledger.stack_config(stack), ledger.Identity("redis", "cache", kind, owner, owner), {})
+                ledger.drop_data(ledger.stack_config(stack), Identity("redis", "cache", kind, owner, owner), {})
             except Exception:
                 pass

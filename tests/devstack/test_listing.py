@@ -10,51 +10,16 @@ from __future__ import annotations
 
 import pytest
 
-from devstack import ledger
+from devstack import listing
 from devstack.errors import Ambiguous, InvalidQuery, NotFound, ScopeMismatch
-from tests.devstack.conftest import (
-    KINDS,
-    Sandbox,
-    import_state,
-    make_env,
-    synthetic_resources,
-)
-
-PROJECTS, PER_PROJECT = 10, 30
+from devstack.models import ResourcePage
+from tests.devstack.conftest import KINDS, PER_PROJECT, PROJECTS
 
 
-def rows() -> list[dict]:
-    """10 projects x 30 resources cycling through every (engine, kind); every 5th has a secret."""
-    made = []
-    for p in range(PROJECTS):
-        for j in range(PER_PROJECT):
-            engine, instance, kind = KINDS[(p + j) % len(KINDS)]
-            made.append({
-                "engine": engine, "instance": instance, "kind": kind, "name": f"n{j:02d}", "owner": f"p{p:02d}",
-                "attributes": {"host": "127.0.0.1", "port": 1000 + j},
-                "secrets": {"password": f"pw-{p}-{j}"} if j % 5 == 0 else {},
-                "purge": j % 7 == 0,
-            })
-    # Two resources share the declaration name "twin" (different projects): "twin" alone is ambiguous.
-    made += [{"engine": "postgres", "instance": "pg", "kind": "role", "name": "twin", "owner": o} for o in ("p00", "p01")]
-    return made
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory) -> tuple[Sandbox, object]:
-    base = tmp_path_factory.mktemp("synthetic")
-    work = base / "work"
-    work.mkdir()
-    box = Sandbox(env=make_env(base / "pulumi"), work=work)
-    stack = box.open("syn", create=True)
-    import_state(stack, synthetic_resources("syn", rows()))
-    return box, stack
-
-
-def all_pages(stack, limit: int, **filters) -> list[ledger.ResourcePage]:
+def all_pages(stack, limit: int, **filters) -> list[ResourcePage]:
     pages, cursor = [], None
     while True:
-        page = ledger.list_resources(stack, limit=limit, cursor=cursor, **filters)
+        page = listing.list_resources(stack, limit=limit, cursor=cursor, **filters)
         pages.append(page)
         cursor = page.next_cursor
         if cursor is None:
@@ -79,14 +44,14 @@ def test_pages_cover_every_row_once_in_a_stable_order(synthetic, validator):
 
 def test_default_limit_is_100_and_max_is_500(synthetic):
     _, stack = synthetic
-    assert len(ledger.list_resources(stack).items) == 100
-    assert len(ledger.list_resources(stack, limit=500).items) == PROJECTS * PER_PROJECT + 2
+    assert len(listing.list_resources(stack).items) == 100
+    assert len(listing.list_resources(stack, limit=500).items) == PROJECTS * PER_PROJECT + 2
     for bad in (0, -1, 501):
         with pytest.raises(InvalidQuery, match=f"--limit {bad} is out of range"):
-            ledger.list_resources(stack, limit=bad)
+            listing.list_resources(stack, limit=bad)
     for bad in (None, "3", 2.5, True):  # from Python: not an int at all
         with pytest.raises(InvalidQuery, match="is not a whole number"):
-            ledger.list_resources(stack, limit=bad)
+            listing.list_resources(stack, limit=bad)
 
 
 @pytest.mark.parametrize("filters, expected", [
@@ -107,36 +72,36 @@ def test_filters_are_exact_matches(synthetic, filters, expected):
 
 def test_cursor_is_bound_to_the_filters_and_rejects_garbage(synthetic):
     _, stack = synthetic
-    cursor = ledger.list_resources(stack, engine="redis", limit=3).next_cursor
-    second = ledger.list_resources(stack, engine="redis", limit=3, cursor=cursor)
+    cursor = listing.list_resources(stack, engine="redis", limit=3).next_cursor
+    second = listing.list_resources(stack, engine="redis", limit=3, cursor=cursor)
     assert second.items[0].engine == "redis"
     with pytest.raises(ScopeMismatch, match="made for other filters"):
-        ledger.list_resources(stack, engine="kafka", limit=3, cursor=cursor)
+        listing.list_resources(stack, engine="kafka", limit=3, cursor=cursor)
     with pytest.raises(ScopeMismatch):
-        ledger.list_resources(stack, limit=3, cursor=cursor)
+        listing.list_resources(stack, limit=3, cursor=cursor)
     for garbage in ("x", "eyJ2IjoyfQ", cursor[:-4], "!!!"):
         with pytest.raises(InvalidQuery, match="--cursor: it is malformed"):
-            ledger.list_resources(stack, engine="redis", limit=3, cursor=garbage)
+            listing.list_resources(stack, engine="redis", limit=3, cursor=garbage)
 
 
 def test_unknown_engine_or_kind_is_an_invalid_query(synthetic):
     _, stack = synthetic
     with pytest.raises(InvalidQuery, match="engine 'mysql': no such engine"):
-        ledger.list_resources(stack, engine="mysql")
+        listing.list_resources(stack, engine="mysql")
     with pytest.raises(InvalidQuery, match="kind 'queue': no engine postgres serves it"):
-        ledger.list_resources(stack, engine="postgres", kind="queue")
+        listing.list_resources(stack, engine="postgres", kind="queue")
 
 
 def test_show_redacts_secrets_unless_asked_and_has_timestamps(synthetic, validator):
     _, stack = synthetic
-    detail = ledger.show_resource(stack, "p02/cache/acl_user/n02")
+    detail = listing.show_resource(stack, "p02/cache/acl_user/n02")
     assert (detail.engine, detail.kind, detail.project, detail.name) == ("redis", "acl_user", "p02", "n02")
     assert detail.attributes == {"host": "127.0.0.1", "port": 1002}
     assert detail.created.isoformat().startswith("2026-01-01") and detail.modified > detail.created
-    with_secret = ledger.show_resource(stack, "n05", project="p00")  # j=5: secret, kind index 5
+    with_secret = listing.show_resource(stack, "n05", project="p00")  # j=5: secret, kind index 5
     assert with_secret.attributes["password"] == "[secret]" and with_secret.secret_attributes == ["password"]
     assert with_secret.secrets_shown is False
-    shown = ledger.show_resource(stack, "n05", project="p00", show_secrets=True)
+    shown = listing.show_resource(stack, "n05", project="p00", show_secrets=True)
     assert shown.attributes["password"] == "pw-0-5" and shown.secrets_shown
     assert shown.purge is False and shown.retained is True
     validator("resource-show.schema.json", with_secret.as_json())
@@ -145,15 +110,15 @@ def test_show_redacts_secrets_unless_asked_and_has_timestamps(synthetic, validat
 
 def test_show_finds_by_id_pulumi_name_or_declaration_name(synthetic):
     _, stack = synthetic
-    by_name = ledger.show_resource(stack, "n07", project="p04")
-    assert ledger.show_resource(stack, by_name.id).urn == by_name.urn
-    assert ledger.show_resource(stack, f"p04/{by_name.instance}/{by_name.kind}/n07").urn == by_name.urn
+    by_name = listing.show_resource(stack, "n07", project="p04")
+    assert listing.show_resource(stack, by_name.id).urn == by_name.urn
+    assert listing.show_resource(stack, f"p04/{by_name.instance}/{by_name.kind}/n07").urn == by_name.urn
     with pytest.raises(Ambiguous) as ambiguous:
-        ledger.show_resource(stack, "twin")
+        listing.show_resource(stack, "twin")
     assert ambiguous.value.candidates == ["postgres/pg/role/twin@p00", "postgres/pg/role/twin@p01"]
-    assert ledger.show_resource(stack, "twin", project="p01").project == "p01"
+    assert listing.show_resource(stack, "twin", project="p01").project == "p01"
     with pytest.raises(NotFound, match="cannot show resource 'nope'"):
-        ledger.show_resource(stack, "nope")
+        listing.show_resource(stack, "nope")
 
 
 def test_cli_pages_with_the_cursor_it_prints(synthetic, validator):
@@ -182,68 +147,3 @@ def test_cli_show_json_and_text(synthetic, validator):
     text = box.cli("resource", "show", "-w", "syn", "n10", "--project", "p08")
     assert text.returncode == 0 and "password: [secret]" in text.stdout and "pw-8-10" not in text.stdout
     assert "created:     2026-01-01" in text.stdout and "secret attributes redacted: password" in text.stderr
-
-
-def test_a_work_dir_holding_another_projects_settings_is_refused_untouched(synthetic, tmp_path):
-    """The automation API writes its project settings into the work dir, over a Pulumi.yml or
-    Pulumi.json already there: another project's file is refused instead, and left as it was."""
-    box, _ = synthetic
-    for name, text in (("Pulumi.yml", "name: myproj\nruntime: nodejs\n"), ("Pulumi.json", '{"name": "myproj"}')):
-        work = tmp_path / name
-        work.mkdir()
-        (work / name).write_text(text)
-        with pytest.raises(InvalidQuery, match=f"its {name} is not the devstack project's"):
-            ledger.open_stack("syn", work_dir=work, env=box.env)
-        assert sorted(p.name for p in work.iterdir()) == [name] and (work / name).read_text() == text
-
-
-def test_an_environment_without_a_backend_is_an_invalid_query(synthetic):
-    box, _ = synthetic
-    with pytest.raises(InvalidQuery, match="names no backend"):
-        ledger.open_stack("syn", work_dir=box.work, env={"PATH": "/usr/bin"})
-
-
-def test_stacks_created_from_several_threads_at_once_all_open(synthetic):
-    from concurrent.futures import ThreadPoolExecutor
-
-    box, _ = synthetic
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        stacks = list(pool.map(lambda _: box.open("raced", create=True), range(4)))
-    assert {stack.name for stack in stacks} == {"raced"}
-
-
-def test_without_project_list_show_and_rm_take_the_current_directorys(tmp_path, validator):
-    """Spec 27: the default --project is the current project, the devstack.yaml found walking up from the
-    current directory when the workspace lists it; elsewhere every project. A name that says its project
-    itself keeps it."""
-    import json
-
-    from pulumi import automation as auto
-
-    work = tmp_path / "work"
-    (work / "p01" / "src").mkdir(parents=True)
-    box = Sandbox(env=make_env(tmp_path / "pulumi"), work=work)
-    stack = box.open("here", create=True)
-    import_state(stack, synthetic_resources("here", [
-        {"engine": "postgres", "instance": "pg", "kind": "role", "name": "same", "owner": owner} for owner in ("p01", "p02")]))
-    (work / "p01" / "devstack.yaml").write_text("apiVersion: devstack/v1\nkind: Project\nname: p01\n")
-    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(
-        {"name": "here", "shared": {}, "projects": ["p01/devstack.yaml", "p02/devstack.yaml"]})))
-    inside = work / "p01" / "src"
-
-    listed = box.cli("resource", "list", "-w", "here", "--json", cwd=inside)
-    assert listed.returncode == 0, listed.stderr
-    assert [r["project"] for r in json.loads(listed.stdout)["items"]] == ["p01"]
-    assert "project 'p01', the current directory's" in listed.stderr
-    validator("resource-list.schema.json", json.loads(listed.stdout))
-    assert [r["project"] for r in box.cli_json("resource", "list", "-w", "here")["items"]] == ["p01", "p02"]
-    # `same` is two resources; inside p01 it is p01's, and a declaration name picks p02's anywhere.
-    assert box.cli("resource", "show", "same", "-w", "here").returncode == Ambiguous.exit_code
-    shown = box.cli("resource", "show", "same", "-w", "here", "--json", cwd=inside)
-    assert shown.returncode == 0 and json.loads(shown.stdout)["project"] == "p01", shown.stderr
-    other = box.cli("resource", "show", "p02/pg/role/same", "-w", "here", "--json", cwd=inside)
-    assert other.returncode == 0 and json.loads(other.stdout)["project"] == "p02", other.stderr
-    # rm un-tracks p01's (its data stays; no engine is asked), and p02's is still there.
-    removed = box.cli("resource", "rm", "same", "-w", "here", "--json", cwd=inside)
-    assert removed.returncode == 0 and json.loads(removed.stdout)["resource"]["project"] == "p01", removed.stderr
-    assert [r["project"] for r in box.cli_json("resource", "list", "-w", "here")["items"]] == ["p02"]

@@ -1,4 +1,5 @@
-"""rm, destroy, env and exec on small real stacks, through the `devstack` command.
+"""`resource rm` and `destroy`: on small real stacks through the `devstack` command, and on
+synthetic ledgers.
 
 A two-project workspace (PostgreSQL databases, a Redis ACL user, a NATS
 stream with a consumer) goes up with the real CLI on a temporary backend;
@@ -7,151 +8,37 @@ then the ledger commands act on it and the engines are checked directly.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
-import nats
-import psycopg
 import pytest
 import yaml
-import redis as redis_py
-from psycopg import sql
 
+from devstack import removal, state
 from devstack.errors import Aborted, EngineError, InvalidQuery
-from providers.nats import Account, admin_credential
-from tests.conftest import configured
-from tests.devstack.conftest import PG_PORT, Sandbox, make_env, token
-
-ENGINES = ("pg", "cache", "events")
-
-
-def configure_stack(box: Sandbox, name: str, shared: dict, admin, projects: list[str]):
-    stack = box.open(name, create=True)
-    chosen = {k: v for k, v in shared.items() if k in ENGINES}
-    stack.set_config("devstack:workspace", _json({"name": name, "shared": chosen, "projects": projects}))
-    for instance in chosen.values():
-        stack.set_config(f"devstack:{instance['adminSecret']}", _secret(admin[instance["engine"]].password))
-    return stack
-
-
-def _json(value):
-    from pulumi import automation as auto
-
-    return auto.ConfigValue(json.dumps(value))
-
-
-def _secret(value: str):
-    from pulumi import automation as auto
-
-    return auto.ConfigValue(value, secret=True)
-
-
-def write(box: Sandbox, name: str, resources: list[dict], services: dict | None = None) -> str:
-    import yaml
-
-    path = box.work / name / "devstack.yaml"
-    path.parent.mkdir(exist_ok=True)
-    document = {"apiVersion": "devstack/v1", "kind": "Project", "name": name, "resources": resources}
-    if services:
-        document["services"] = services
-    path.write_text(yaml.safe_dump(document))
-    return f"{name}/devstack.yaml"
-
-
-# --- engine probes ---------------------------------------------------------------------
-
-
-def pg(admin) -> psycopg.Connection:
-    a = admin["postgres"]
-    return psycopg.connect(host="127.0.0.1", port=PG_PORT, user=a.user, password=a.password, dbname="postgres",
-                           autocommit=True, connect_timeout=5)
-
-
-def database_exists(admin, name: str) -> bool:
-    with pg(admin) as conn:
-        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
-
-
-def redis_client(admin, shared) -> redis_py.Redis:
-    a = admin["redis"]
-    return redis_py.Redis(host="127.0.0.1", port=shared["cache"]["port"], username=a.user, password=a.password,
-                          decode_responses=True, socket_timeout=5)
-
-
-def acl_user_exists(admin, shared, name: str) -> bool:
-    with redis_client(admin, shared) as client:
-        return client.execute_command("ACL", "GETUSER", name) is not None
-
-
-def nats_call(admin, shared, owner: str, work):
-    """Run `work` with devstack's admin JetStream context in project `owner`'s account."""
-    async def main():
-        nc = await nats.connect(f"nats://127.0.0.1:{shared['events']['port']}",
-                                **admin_credential(admin["nats"].password, owner), allow_reconnect=False,
-                                max_reconnect_attempts=0, connect_timeout=5)
-        try:
-            return await work(nc.jetstream(timeout=10))
-        finally:
-            await nc.close()
-
-    return asyncio.run(main())
-
-
-def stream_exists(admin, shared, name: str) -> bool:
-    """Whether project `name`'s default stream exists: in its account, when the server still has that."""
-    async def work(js):
-        try:
-            await js.stream_info(name)
-            return True
-        except nats.js.errors.NotFoundError:
-            return False
-
-    try:
-        return nats_call(admin, shared, name, work)
-    except nats.errors.Error as err:
-        if "authorization violation" not in str(err).lower():
-            raise
-        return False  # the project's account is gone, and all in it
-
-
-@pytest.fixture
-def names(admin, local_shared):
-    """Two fresh project names; whatever a test leaves in the engines is removed afterwards."""
-    suffix = token()
-    projects = [f"la-{suffix}", f"lb-{suffix}"]
-    yield projects
-    with pg(admin) as conn:
-        for project in projects:
-            ident = sql.Identifier(project.replace("-", "_"))
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
-            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
-    with redis_client(admin, local_shared) as client:
-        for project in projects:
-            client.acl_deluser(project)
-            client.hdel("devstack:acl-owners", project)
-
-    accounts = configured(Account(), {"shared": {"events": local_shared["events"]}}, {"nats": admin["nats"].password})
-    for project in projects:  # the account, its streams with it
-        inputs = {"engine": "nats", "instance": "events", "kind": "account", "name": project, "owner": project,
-                  "params": {}, "purge": True, "stack": ""}
-        if accounts.read("id", inputs).id:
-            accounts.delete("id", inputs)
-
-
-def project_a(box: Sandbox, a: str) -> str:
-    return write(box, a, [
-        {"uses": "pg", "kind": "database"},
-        {"uses": "cache", "kind": "acl_user", "credentials": "generated"},
-        {"uses": "events", "kind": "stream"},
-        {"uses": "events", "kind": "consumer", "name": "worker", "params": {"stream": a}},
-    ], services={"api": {"uses": ["pg"], "env": {
-        "import": [{"from": "pg/database", "vars": {"DATABASE_URL": "dsn", "PGUSER": "user"}}],
-        "PGHOST": "${ref:workspace.shared.pg.host}",
-    }}})
+from tests.devstack.conftest import (
+    Sandbox,
+    box_ids,
+    fresh_name,
+    import_state,
+    make_env,
+    synthetic_resources,
+    tracking_alpha,
+)
+from tests.devstack.stacks import (
+    ENGINES,
+    json_value,
+    acl_user_exists,
+    configure_stack,
+    database_exists,
+    pg,
+    project_a,
+    redis_client,
+    stream_exists,
+    write,
+)
 
 
 def test_rm_env_exec_and_destroy_keep_data(sandbox, admin, local_shared, names, validator):
@@ -319,7 +206,7 @@ def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(san
     # Redis is down: the drops before it (the database's among them) are in the report; the ledger stayed.
     down = {k: v for k, v in local_shared.items() if k in ENGINES}
     down["cache"] = {**down["cache"], "port": closed_port()}
-    stack.set_config("devstack:workspace", _json({"name": "half", "shared": down, "projects": [f"{a}/devstack.yaml"]}))
+    stack.set_config("devstack:workspace", json_value({"name": "half", "shared": down, "projects": [f"{a}/devstack.yaml"]}))
     stopped = sandbox.cli("destroy", "--purge-data", "--yes", "--json", "-w", "half")
     assert stopped.returncode == EngineError.exit_code, stopped.stderr
     report = json.loads(stopped.stdout)
@@ -331,84 +218,64 @@ def test_a_purge_that_cannot_finish_drops_nothing_or_reports_what_it_dropped(san
     assert sandbox.cli_json("resource", "list", "-w", "half")["total"] == 5  # with the implied nats account
 
 
-def test_env_warns_while_the_last_up_failed(sandbox, admin, local_shared, names):
-    """Pulumi keeps the outputs of the last up that finished: after a failed one (which may have rotated
-    a password already) the environment may be stale, and `env` must say so."""
-    from pulumi import automation as auto
+def test_a_destroy_that_stops_on_a_conflict_says_what_it_dropped_before(tmp_path, monkeypatch):
+    """The second drop meets another project's resource: the error counts the drops before it,
+    says the ledger is unchanged and what to run, and the ledger still holds everything."""
+    from devstack.errors import IdentityConflict
 
-    a, _ = names
-    service = {"api": {"uses": ["pg"], "env": {"import": [{"from": "pg/database", "vars": {"PGUSER": "user"}}]}}}
-    files = [write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True}], services=service)]
-    stack = configure_stack(sandbox, "stale", local_shared, admin, files)
-    stack.up()
-    fine = sandbox.cli("env", a, "api", "-w", "stale")
-    assert fine.returncode == 0 and "warning" not in fine.stderr
-    write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True},
-                       {"uses": "pg", "kind": "database", "name": "other", "params": {"locale": "xx_YY.UTF-8"}}],
-          services=service)
-    with pytest.raises(auto.errors.CommandError):
-        stack.up()
-    stale = sandbox.cli("env", a, "api", "-w", "stale")
-    assert stale.returncode == 0 and "warning: the last `pulumi up` failed" in stale.stderr
-    write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True}], services=service)
-    stack.up()
-    assert "warning" not in sandbox.cli("env", a, "api", "-w", "stale").stderr
-    stack.destroy()
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("dst", create=True)
+    rows = [{"engine": "postgres", "instance": "pg", "kind": "database", "name": n, "owner": "alpha"} for n in ("a", "b")]
+    import_state(stack, synthetic_resources("dst", rows))
+    drops = []
 
+    def drop(config, ident, props):
+        drops.append(ident.name)
+        if len(drops) == 2:
+            raise IdentityConflict("drop", str(ident), "it belongs to project 'intruder'", "it was not dropped")
+        return True
 
-def test_env_warns_while_a_refresh_found_a_password_changed_behind_pulumis_back(sandbox, admin, local_shared, names):
-    """The outputs keep the password the resource set; once it is changed in the engine, a refresh marks
-    the resource (passwordInSync false) and `env` had handed out the old one without a word."""
-    a, _ = names
-    service = {"api": {"uses": ["pg"], "env": {"import": [{"from": "pg/database", "vars": {"DATABASE_URL": "dsn"}}]}}}
-    files = [write(sandbox, a, [{"uses": "pg", "kind": "database", "purge": True}], services=service)]
-    stack = configure_stack(sandbox, "drift", local_shared, admin, files)
-    stack.up()
-    assert "warning" not in sandbox.cli("env", a, "api", "-w", "drift").stderr
-    with pg(admin) as conn:
-        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD 'changed-by-hand'").format(sql.Identifier(a.replace("-", "_"))))
-    stack.refresh()
-    stale = sandbox.cli("env", a, "api", "-w", "drift")
-    assert stale.returncode == 0
-    assert f"the password of postgres/pg/database/{a}@{a} no longer works" in stale.stderr, stale.stderr
-    stack.up()  # sets it again
-    assert "warning" not in sandbox.cli("env", a, "api", "-w", "drift").stderr
-    stack.destroy()
+    monkeypatch.setattr(removal, "drop_data", drop)
+    monkeypatch.setattr(state, "stack_config", lambda stack: {})
+    with pytest.raises(IdentityConflict) as stopped:
+        removal.destroy_stack(stack, purge_data=True, confirm=lambda text: True)
+    assert "it was not dropped; 1 resource(s) before it were dropped, the ledger is unchanged" in str(stopped.value)
+    assert "`pulumi refresh`, then destroy again" in str(stopped.value)
+    assert len(state.tracked_resources(stack)) == 2
 
 
-def test_gc_in_another_checkout_with_the_same_stack_name_leaves_this_ones_resources(
-    sandbox, tmp_path, admin, local_shared, names
-):
-    """Two clones (or worktrees), each with its own ledger and the default stack name, on the same
-    engines: the second's gc must not take the first's resources for its orphans."""
-    a, b = names
-    clone = Sandbox(env=make_env(tmp_path / "clone-pulumi"), work=tmp_path / "clone")
-    clone.work.mkdir()
-    (clone.work / "__main__.py").write_text((sandbox.work / "__main__.py").read_text())
-    user = [{"uses": "cache", "kind": "acl_user"}]
-    first = configure_stack(sandbox, "twin", local_shared, admin, [write(sandbox, a, user)])
-    first.up()
-    # The marker names the ledger, not the path: the same stack run from elsewhere (a teammate on a shared
-    # backend, a moved checkout) re-marks nothing.
-    shutil.copytree(sandbox.work, tmp_path / "moved")
-    moved = Sandbox(env=sandbox.env, work=tmp_path / "moved").open("twin").preview().change_summary
-    assert set(moved) == {"same"}, moved
-    configure_stack(clone, "twin", local_shared, admin, [write(clone, b, user)]).up()
+@pytest.mark.parametrize("text", [
+    "name: alpha\nresources:\n  - {uses: pg, kind: database, name: alpha\n",  # unclosed flow mapping
+    "name: alpha\nresources:\n\t- uses: pg\n",  # a tab
+])
+def test_rm_refuses_while_a_listed_project_file_cannot_be_read(tmp_path, text):
+    """The unreadable file may declare the entry: un-tracked but still declared, the next `pulumi up`
+    would make it again (empty, after a --purge-data)."""
+    (tmp_path / "alpha").mkdir()
+    (tmp_path / "alpha" / "devstack.yaml").write_text(text)
+    sandbox = tracking_alpha(tmp_path, {"projects": ["alpha/devstack.yaml"]})
+    for verb in (["resource", "rm", "alpha", "--yes"], ["db", "rm", "alpha", "-p", "alpha/devstack.yaml", "--yes"]):
+        done = sandbox.cli(*verb, "-w", "w")
+        assert done.returncode == InvalidQuery.exit_code and "Traceback" not in done.stderr, (verb, done.stderr)
+        assert "alpha/devstack.yaml cannot be read: not valid YAML at line" in done.stderr, done.stderr
+    assert box_ids(sandbox, "w") == {"postgres/pg/database/alpha@alpha"}
+    assert (tmp_path / "alpha" / "devstack.yaml").read_text() == text
 
-    swept = clone.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
-    assert swept["orphans"] == [] and swept["pruned"] == []
-    theirs = next(o for o in swept["other_workspaces"] if o["engine_name"] == a)
-    assert "another ledger's stack 'twin'" in theirs["reason"] and acl_user_exists(admin, local_shared, a)
 
-    # In its own checkout, once no longer declared (retained by the up, its project still listed), it is
-    # retained there: --prune leaves it, --include-retained drops it.
-    write(sandbox, a, [])
-    first.up()
-    assert acl_user_exists(admin, local_shared, a)
-    kept = sandbox.cli_json("resource", "gc", "--prune", "--yes", "--engine", "redis", "-w", "twin")
-    assert [o["engine_name"] for o in kept["retained"]] == [a] and kept["orphans"] == kept["pruned"] == []
-    assert acl_user_exists(admin, local_shared, a)
-    mine = sandbox.cli_json("resource", "gc", "--prune", "--include-retained", "--yes", "--engine", "redis",
-                            "-w", "twin")
-    assert [o["engine_name"] for o in mine["retained"]] == [a] and len(mine["pruned"]) == 1
-    assert not acl_user_exists(admin, local_shared, a) and acl_user_exists(admin, local_shared, b)
+def test_rm_untracks_a_resource_whose_project_file_was_removed(tmp_path):
+    """A listed file that is gone declares nothing: `rm` un-tracks the resource, data kept."""
+    sandbox = tracking_alpha(tmp_path, {"projects": ["alpha/devstack.yaml"]})
+    done = sandbox.cli("resource", "rm", "alpha", "--yes", "-w", "w")
+    assert done.returncode == 0 and "its data stays in the engine" in done.stdout, done.stderr
+    assert box_ids(sandbox, "w") == set()
+
+
+def test_resource_rm_of_a_topic_an_acl_is_only_ordered_after_says_how_to_remove_it(scratch):
+    name = fresh_name()
+    assert scratch.verb("topic", "add", name)[0] == 0
+    assert scratch.verb("resource", "create", "kafka", "acl")[0] == 0
+    declared = scratch.file.read_text()
+    code, _, err = scratch.verb("resource", "rm", f"{scratch.project}/kafka/topic/{name}")
+    assert code == 2 and f"kafka/kafka/acl/{scratch.project}@{scratch.project}" in err
+    assert "only made after it" in err and "devstack topic rm" in err
+    assert scratch.file.read_text() == declared and f"kafka/topic/{name}" in scratch.state_keys()

@@ -1,4 +1,7 @@
-"""A project moved to another workspace: the new one adopts only from the workspace it names, and the old
+"""The state and the providers configured from the stack config: a malformed instance is named,
+not a traceback; a purge refuses what another workspace adopted.
+
+A project moved to another workspace: the new one adopts only from the workspace it names, and the old
 workspace's purge refuses what the new one adopted.
 
 Workspace B lists a project workspace A still tracks. Without `adopt` naming A for it, every create of B
@@ -10,18 +13,40 @@ it. A lifecycle rule has no marker of its own and is the exception.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from devstack import ledger
-from devstack.errors import IdentityConflict
+from devstack import state
+from devstack.errors import IdentityConflict, InvalidQuery
 from devstack.scan import scan
 from providers import registry
 from providers.markers import marker_workspace
 from providers.errors import Conflict
 from providers.identity import PREFIXED, Identity
 from providers.instances import instances_from_config
-from tests.devstack.conftest import token
+from tests.devstack.conftest import Sandbox, box_ids, import_state, make_env, synthetic_resources, token
 from tests.devstack.test_gc import drop_quietly, engine_name, orphan_plan, workspace_config
+
+
+def test_a_malformed_instance_in_the_stack_config_is_named_not_a_traceback(tmp_path):
+    """gc, destroy --purge-data and the imperative verbs build engine clients from the shared instances:
+    a bad field there is bad input (exit 2) named by file, line and field, and nothing is dropped."""
+    from pulumi import automation as auto
+
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("bad", create=True)
+    rows = [{"engine": "redis", "instance": "cache", "kind": "acl_user", "name": "alpha", "owner": "alpha"}]
+    import_state(stack, synthetic_resources("bad", rows))
+    shared = {"cache": {"engine": "redis", "host": "127.0.0.1", "port": "abc", "adminUser": "default",
+                        "adminSecret": "cacheAdmin"}}
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps({"name": "bad", "shared": shared, "projects": []})))
+    stack.set_config("devstack:cacheAdmin", auto.ConfigValue("x", secret=True))
+    for verb in (["resource", "gc"], ["destroy", "--purge-data", "--yes"], ["db", "create", "d1", "-p", "alpha", "--yes"]):
+        done = sandbox.cli(*verb, "-w", "bad")
+        assert done.returncode == InvalidQuery.exit_code and "Traceback" not in done.stderr, done.stderr
+        assert "Pulumi.bad.yaml:" in done.stderr and "config.devstack:workspace.shared.cache.port:" in done.stderr
+    assert box_ids(sandbox, "bad") == {"redis/cache/acl_user/alpha@alpha"}
 
 
 def marks_of(config, owner: str) -> dict[tuple[str, str, str], str | None]:
@@ -44,7 +69,7 @@ def test_a_purge_refuses_every_kind_another_workspace_adopted(admin, local_share
     made, old_outs, new_outs = [], [], []
 
     def create(config: dict, engine: str, instance: str, kind: str, name: str, params: dict, marker: str) -> dict:
-        return ledger.configured_provider(config, engine, kind).create(
+        return state.configured_provider(config, engine, kind).create(
             {"engine": engine, "instance": instance, "kind": kind, "name": name, "owner": p, "params": params,
              "credentials": "predictable", "purge": True, "stack": marker, "naming": PREFIXED}).outs
 
@@ -66,17 +91,17 @@ def test_a_purge_refuses_every_kind_another_workspace_adopted(admin, local_share
         for (engine, instance, kind, name, _p), outs in reversed(list(zip(plan, old_outs))):
             if kind == "lifecycle":
                 continue  # no marker of its own: the old workspace's purge would drop it
-            provider = ledger.configured_provider(config, engine, kind)
+            provider = state.configured_provider(config, engine, kind)
             with pytest.raises(Conflict, match=f"its marker names workspace '{new}'.*nothing was changed"):
                 provider.update("id", outs, {**outs, "purge": False})  # the old workspace's update would re-mark it
             with pytest.raises(Conflict, match=f"its marker names workspace '{new}'"):
-                ledger.configured_provider(config, engine, kind).delete("id", outs)  # the old workspace's purge
+                state.configured_provider(config, engine, kind).delete("id", outs)  # the old workspace's purge
             with pytest.raises(IdentityConflict, match=f"workspace '{new}'"):  # its rm/destroy --purge-data
-                ledger.drop_data(config, Identity(engine, instance, kind, name, p), outs)
+                state.drop_data(config, Identity(engine, instance, kind, name, p), outs)
         assert marks_of(config, p) == dict.fromkeys(expected, new)  # nothing dropped, still the new one's
 
         for (engine, _i, kind, _n, _p), outs in reversed(list(zip(plan, new_outs))):
-            ledger.configured_provider(config, engine, kind).delete("id", outs)  # the new workspace's purge
+            state.configured_provider(config, engine, kind).delete("id", outs)  # the new workspace's purge
         assert marks_of(config, p) == {}
     finally:
         for engine, instance, kind, name, owner in reversed(made):
@@ -94,11 +119,11 @@ def test_sibling_databases_of_one_project_keep_their_own_workspaces(admin, local
     moving = {**config, "devstack:workspace": {**config["devstack:workspace"], "adopt": {p: "first"}}}
 
     def create(config: dict, name: str, marker: str) -> dict:
-        return ledger.configured_provider(config, "postgres", "database").create(
+        return state.configured_provider(config, "postgres", "database").create(
             {"engine": "postgres", "instance": "pg", "kind": "database", "name": name, "owner": p,
              "params": {}, "credentials": "predictable", "purge": True, "stack": marker, "naming": PREFIXED}).outs
 
-    provider = ledger.configured_provider(config, "postgres", "database")
+    provider = state.configured_provider(config, "postgres", "database")
     made = [p]
     try:
         mine = create(config, p, first)
