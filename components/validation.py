@@ -387,14 +387,14 @@ def _check_resource(i: int, decl: ResourceDecl, owner: str, decls, workspace: Wo
             report.add(at + ("params", param), f"{unset}names no {target_kind} {target!r} on instance {decl.uses!r} "
                                                f"in this project (declare it under resources"
                                                f"{f', or set params.{param}' if defaulted else ''})")
-    # The provider's own check holds the rules across fields (a NATS subject outside the project's,
+    # The kind's own check holds the rules across fields (a NATS subject outside the project's,
     # PROVISIONED without capacities ...): run it here too, so a breach stops the whole workspace
     # before anything is created, instead of failing one resource in the middle of an up.
     if len(report.problems) > found_before or not PROJECT_NAME.fullmatch(owner):
         return  # its rules assume a valid identity and params
     inputs = {"engine": instance.engine, "instance": decl.uses, "kind": decl.kind, "name": decl.name or owner,
               "owner": owner, "params": decl.params, "credentials": decl.credentials}
-    for failure in provider().check({}, inputs).failures or []:
+    for failure in provider.static_check({}, inputs).failures or []:
         report.add(at + tuple(failure.property.split(".")), failure.reason)
 
 

@@ -95,8 +95,10 @@ class KindProvider(KindDescription, ResourceProvider):
         """Apply in-place changes from old outputs to new inputs; return attributes."""
         raise NotImplementedError
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
-        """Drop the resource and its data. Raise NotFound when it is already gone."""
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
+        """Drop the resource and its data. `observed`: what the verb found under the identity, once, before
+        any drop (None: nothing). Raise NotFound when it is already gone."""
         raise NotImplementedError
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
@@ -129,12 +131,12 @@ class KindProvider(KindDescription, ResourceProvider):
         self._adoptions = adoptions_from_config(req.config)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        result = self.static_check(olds, news, self)
+        result = self.static_check(olds, news)
         # Offline validation checks with a provider Pulumi never configured: no engine to ask.
         old_params = self.params_as_now(olds)
         if result.failures or not self._instances:
             return result
-        asked = self.may_be_refused(old_params, result.inputs["params"], news, self)
+        asked = self.may_be_refused(old_params, result.inputs["params"], news)
         if asked:
             ident = Identity.from_props(news)
             with self.engine_errors(news):
@@ -235,9 +237,9 @@ class KindProvider(KindDescription, ResourceProvider):
             holder = _held_this_run.get(self._held_key(instance, ident), ident)
         if holder != ident and holder.owner == ident.owner:
             return  # another declaration of the project holds it now
-        self._refuse_another_workspaces(instance, ident, props)
+        observed = self._not_elsewhere(instance, ident, props)
         try:
-            self.drop(instance, ident, props)
+            self.drop(instance, ident, observed, props)
         except NotFound:
             pass
 
@@ -248,15 +250,15 @@ class KindProvider(KindDescription, ResourceProvider):
         it; NotFound when it is already gone."""
         instance = self._instance(ident, "drop")
         with self.engine_errors(ident.as_props()):
-            self._refuse_another_workspaces(instance, ident, props)
-            self.drop(instance, ident, {**props, **ident.as_props(), "purge": True})
+            observed = self._not_elsewhere(instance, ident, props)
+            self.drop(instance, ident, observed, {**props, **ident.as_props(), "purge": True})
 
     def refuse_another_workspaces(self, ident: Identity, props: Mapping[str, Any]) -> None:
         """Conflict when the resource's marker names another workspace than the one this ledger last marked
         it for (`props["stack"]`): checked for every resource before a purge drops any."""
         instance = self._instance(ident, "drop")
         with self.engine_errors(ident.as_props()):
-            self._refuse_another_workspaces(instance, ident, props)
+            self._not_elsewhere(instance, ident, props)
 
     # --- helpers ---------------------------------------------------------
 
@@ -297,7 +299,10 @@ class KindProvider(KindDescription, ResourceProvider):
 
     def _owned(self, instance: SharedInstance, ident: Identity, verb: str) -> Observed:
         """What the engine has under this identity, if it exists and carries this project's marker."""
-        observed = self.observe(instance, ident)
+        return self._ours(verb, ident, self.observe(instance, ident))
+
+    def _ours(self, verb: str, ident: Identity, observed: Observed | None) -> Observed:
+        """`observed`, when it exists and carries this project's marker; NotFound or Conflict otherwise."""
         if observed is None:
             raise NotFound(verb, f"{self.kind} {ident}", f"it no longer exists in {self.engine} instance {ident.instance!r}",
                            "run `pulumi refresh`, then `pulumi up` creates it again")
@@ -305,10 +310,13 @@ class KindProvider(KindDescription, ResourceProvider):
             raise self._conflict(verb, ident, observed)
         return observed
 
-    def _refuse_another_workspaces(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> None:
+    def _not_elsewhere(self, instance: SharedInstance, ident: Identity, props: Mapping[str, Any]) -> Observed | None:
+        """What the engine has under the identity, unless it is this project's and another workspace's marker
+        is on it (Conflict): observed once for the whole drop."""
         observed = self.observe(instance, ident)
         if observed is not None and observed.owner == ident.owner:
             self._refuse_elsewhere("drop", ident, observed, props.get("stack"))
+        return observed
 
     def _refuse_elsewhere(self, verb: str, ident: Identity, observed: Observed, ours: str | None,
                           held: str | None = None) -> None:

@@ -219,9 +219,9 @@ class KindDescription:
         return []
 
     @classmethod
-    def static_check(cls, olds: dict[str, Any], news: dict[str, Any], rules: Any = None) -> CheckResult:
+    def static_check(cls, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         """Pulumi's `check` without the engine: the inputs as stored and every failure the declaration
-        alone shows (identity, name rules, references, credentials, params, retained replacements)."""
+        alone shows (identity, name rules, references, credentials, params, retained replacements, spec rules)."""
         failures = [CheckFailure(name, "is required") for name in Identity.field_names() if not news.get(name)]
         if news.get("engine") != cls.engine or news.get("kind") != cls.kind:
             failures.append(CheckFailure("kind", f"this provider serves {cls.engine}/{cls.kind} only"))
@@ -247,14 +247,32 @@ class KindDescription:
         except ValidationError as err:
             failures += [CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"]) for e in err.errors()]
         if not failures:
-            failures += (rules or cls).check_params(str(news["name"]), str(news["owner"]), inputs["params"], olds.get("params") or {})
+            failures += cls.check_params(str(news["name"]), str(news["owner"]), inputs["params"], olds.get("params") or {})
         if not failures:
-            failures += cls._retained_replacements(olds, cls.params_as_now(olds), inputs, rules or cls)
+            failures += cls._retained_replacements(olds, cls.params_as_now(olds), inputs)
+        if not failures:
+            spec = cls.Spec.model_validate(inputs["params"])
+            rules = cls.spec_rules(str(news["name"]), str(news["owner"]), spec, naming=naming_of(news, CURRENT_NAMING))
+            failures += [CheckFailure(field, message) for field, message in rules]
         return CheckResult(inputs, failures)
 
     @classmethod
+    def spec_rules(cls, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
+        """(field, message) for each rule across fields (or name and params) the spec breaks, for a resource
+        named by `naming`."""
+        return []
+
+    @classmethod
+    def enforce(cls, verb: str, ident: Identity, spec: BaseModel) -> None:
+        """Raise InvalidSpec for the first broken `spec_rules` rule (for callers that skipped check)."""
+        broken = cls.spec_rules(ident.name, ident.owner, spec, naming=ident.naming)
+        if broken:
+            field, message = broken[0]
+            raise InvalidSpec(verb, f"{cls.kind} {ident}", f"{field}: {message}")
+
+    @classmethod
     def _retained_replacements(cls, olds: dict[str, Any], old_params: dict[str, Any] | None,
-                               inputs: dict[str, Any], rules: Any) -> list[CheckFailure]:
+                               inputs: dict[str, Any]) -> list[CheckFailure]:
         """A create-only value changed on a resource Pulumi will delete with `purge: false`: the delete
         keeps it, and the replacement's create finds it with the old value and refuses to adopt it,
         part-way through the up. Said here, so the preview fails instead. Only a value that was set: an
@@ -265,7 +283,7 @@ class KindDescription:
         failures, live = [], {**olds, "params": old_params}
         for key in sorted(cls.create_only):
             value = inputs["params"].get(key)
-            if old_params.get(key) is not None and old_params.get(key) != value and not rules.holds(key, value, live):
+            if old_params.get(key) is not None and old_params.get(key) != value and not cls.holds(key, value, live):
                 param, value = cls.spelled(key), json.dumps(_whole(old_params[key]))
                 failures.append(CheckFailure(
                     f"params.{param}", f"cannot change from {value} while the {cls.kind} is retained (purge: false): "
@@ -275,11 +293,11 @@ class KindDescription:
 
     @classmethod
     def may_be_refused(cls, old_params: dict[str, Any] | None, params: dict[str, Any],
-                       news: Mapping[str, Any], rules: Any = None) -> frozenset[str]:
+                       news: Mapping[str, Any]) -> frozenset[str]:
         """The params that set a value the engine may refuse (a create-only one or one of
         `refusable_in_place`): changed on an existing resource, or away from its default on a new one
         (a default the engine always takes, so most checks of a create call no engine)."""
-        before = old_params if old_params is not None else (rules or cls).defaults(params, str(news["name"]), str(news["owner"]))
+        before = old_params if old_params is not None else cls.defaults(params, str(news["name"]), str(news["owner"]))
         return frozenset(key for key in cls.create_only | cls.refusable_in_place if before.get(key) != params.get(key))
 
     @classmethod

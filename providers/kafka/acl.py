@@ -232,7 +232,8 @@ class Acl(KafkaKind):
         self.mark(instance, admin, ident, new.get("stack", ""))
         return self._attributes(instance, ident, principal, password)
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         principal, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"acl {ident}"
         admin = admin_client(instance)
         bindings = live_bindings(admin, principal, what)

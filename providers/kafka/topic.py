@@ -138,7 +138,8 @@ class Topic(KafkaKind):
             return None
         return "acl", reaching[0], f"'{project_topic(reaching[0])}' or '{owner_prefix(reaching[0])}*'"
 
-    def check_params(self, name: str, owner: str, params: dict[str, Any],
+    @classmethod
+    def check_params(cls, name: str, owner: str, params: dict[str, Any],
                      old_params: Mapping[str, Any]) -> list[CheckFailure]:
         old = old_params.get("partitions")
         # Pulumi hands numbers back as floats (3.0): compare values, report whole numbers.
@@ -223,7 +224,8 @@ class Topic(KafkaKind):
         self.mark(instance, admin, ident, new.get("stack", ""))
         return self._attributes(instance, name, spec)
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"topic {ident}"
         admin = admin_client(instance)
         if describe_topic(admin, name, what) is None:

@@ -93,8 +93,9 @@ class AccessKey(GuardedKind):
     def exact_reach(cls, props: Mapping[str, Any]) -> list[str]:
         return sorted({str(entry) for entry in props.get(REACH) or []})
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        result = super().check(olds, news)
+    @classmethod
+    def static_check(cls, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        result = super().static_check(olds, news)
         if news.get("credentials", "predictable") == "predictable":
             result.failures.append(CheckFailure("credentials", PREDICTABLE_REFUSED))
         return result

@@ -39,9 +39,10 @@ class AwsKind(GuardedKind):
             raise self._conflict("create", ident, observed)
         return self.converge(instance, ident, spec, props.get("stack"))
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         try:
-            super().drop(instance, ident, props)
+            super().drop(instance, ident, observed, props)
         except boto_errors.ClientError as err:
             if missing(err, *GONE):  # another run's drop came first
                 raise NotFound("drop", f"{self.kind} {ident}", "it was dropped meanwhile") from err

@@ -72,7 +72,8 @@ class Queue(AwsKind):
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
         return fifo_capable_name(name, owner, service="SQS queue", limit=80, naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
+    @classmethod
+    def spec_rules(cls, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, QueueSpec)
         return fifo_rules(name, spec.fifo, spec.content_based_deduplication, "queue")
 

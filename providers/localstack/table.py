@@ -100,7 +100,8 @@ class Table(AwsKind):
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
         return plain_name(name, owner, service="DynamoDB table", length=(3, 255), naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
+    @classmethod
+    def spec_rules(cls, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, TableSpec)
         provisioned = spec.billing_mode == "PROVISIONED"
         rules = []

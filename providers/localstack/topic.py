@@ -44,7 +44,8 @@ class Topic(AwsKind):
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
         return fifo_capable_name(name, owner, service="SNS topic", limit=256, naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
+    @classmethod
+    def spec_rules(cls, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, TopicSpec)
         return fifo_rules(name, spec.fifo, spec.content_based_deduplication, "topic")
 

@@ -172,9 +172,10 @@ class AccessKey(GuardedKind):
                        self._reach(instance, ident, new), end_sessions=secret != old.get("secretKey"))
         return self._attributes(instance, key, secret)
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         try:
-            super().drop(instance, ident, props)
+            super().drop(instance, ident, observed, props)
         except NotFound:
             # A drop cut after the user went, run again: its policy goes too, or it would keep every
             # `<owner>-*` bucket of another project out of reach of creation, with nothing to remove it.

@@ -98,9 +98,10 @@ class MinioBucket(Bucket):
         attributes = super().update_resource(instance, ident, old, new)
         return {**attributes, **self._converge_key(instance, admin, ident, bucket, new, old)}
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         try:
-            super().drop(instance, ident, props)
+            super().drop(instance, ident, observed, props)
         except NotFound:
             # The bucket went (a drop cut short, or out of band): its key must not outlive it, or it
             # would reach the next bucket made under that name, whoever's it is.

@@ -35,7 +35,8 @@ class Account(NatsKind):
     Spec = AccountSpec
     attributes = ("host", "port", "account")
 
-    def check_params(self, name: str, owner: str, params: dict[str, Any],
+    @classmethod
+    def check_params(cls, name: str, owner: str, params: dict[str, Any],
                      old_params: Mapping[str, Any]) -> list[CheckFailure]:
         if name != owner:
             return [CheckFailure("name", f"{name!r} is not the project's name: a project has one account per NATS "
@@ -58,7 +59,8 @@ class Account(NatsKind):
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         return self._push(instance, ident, AccountSpec.model_validate(new.get("params") or {}), new.get("stack", ""))
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, found: Observed | None,
+             props: dict[str, Any]) -> None:
         what, operator = f"account {ident}", operator_of(instance)
         account = auth.public(operator.account_key(ident.owner))
 

@@ -111,7 +111,8 @@ class Consumer(NatsKind):
     attributes = ("host", "port", "stream", "consumer")
     references: ClassVar[dict[str, str]] = {"stream": "stream"}
 
-    def check_params(self, name: str, owner: str, params: dict[str, Any],
+    @classmethod
+    def check_params(cls, name: str, owner: str, params: dict[str, Any],
                      old_params: Mapping[str, Any]) -> list[CheckFailure]:
         failures = []
         try:
@@ -203,7 +204,8 @@ class Consumer(NatsKind):
         return self._ensure(instance, ident, spec, new.get("stack", ""), "update",
                             referenced_name(new, "stream") or old.get("stream"))
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
 
         async def work(session: Session) -> None:

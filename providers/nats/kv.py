@@ -101,7 +101,8 @@ class Kv(NatsKind):
         spec = KvSpec.model_validate(new.get("params") or {})
         return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         stream, what = KV_STREAM_PREFIX + self.engine_name(ident.name, ident.owner, naming=ident.naming), f"kv {ident}"
         with api_errors("drop", what):
             in_account(instance, ident.owner, lambda s: delete_owned_stream(s.js, stream, ident, what), what)

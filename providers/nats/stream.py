@@ -102,7 +102,8 @@ class Stream(NatsKind):
             normalized["subjects"] = default_subjects(name, owner)
         return normalized
 
-    def check_params(self, name: str, owner: str, params: dict[str, Any],
+    @classmethod
+    def check_params(cls, name: str, owner: str, params: dict[str, Any],
                      old_params: Mapping[str, Any]) -> list[CheckFailure]:
         subjects = params["subjects"]
         failures = subjects_failures("params.subjects", subjects, owner)
@@ -123,7 +124,8 @@ class Stream(NatsKind):
                     f"{owner_subjects(owner)!r} unless its params.subjects say otherwise)")
         return None
 
-    def defaults(self, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
         # Left out, a named stream's subjects are its name's (`<owner>.<name>.>`), which no other named
         # stream's overlap: the engine is asked only about subjects a declaration sets, so most stream
         # creates call no engine at check.
@@ -174,7 +176,8 @@ class Stream(NatsKind):
         spec = StreamSpec.model_validate(new.get("params") or {})
         return self._ensure(instance, ident, spec, new.get("stack", ""), "update")
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         name, what = self.engine_name(ident.name, ident.owner, naming=ident.naming), f"stream {ident}"
         with api_errors("drop", what):
             in_account(instance, ident.owner, lambda s: delete_owned_stream(s.js, name, ident, what), what)

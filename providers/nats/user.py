@@ -98,7 +98,8 @@ class User(NatsKind):
     def update_resource(self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         return self._issue(instance, ident, new, old)
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         if props.get("user"):
             self._revise(instance, ident, str(props.get("stack", "")), revoke=str(props["user"]))
 

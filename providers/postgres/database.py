@@ -242,7 +242,8 @@ class Database(KindProvider):
             create_extensions(instance, database, spec.extensions)
         return self._attributes(instance, database, role, password)
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         database, role = self.engine_name(ident.name, ident.owner, naming=ident.naming), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
             if not _database_exists(conn, database):

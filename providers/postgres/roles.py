@@ -282,7 +282,8 @@ class ProjectRoleKind(KindProvider):
             )
         return row
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         name, project = self.engine_name(ident.name, ident.owner, naming=ident.naming), tenant_role(ident.owner)
         with admin_connection(instance) as conn, ddl_lock(conn):
             if self._claim(conn, ident, name, "drop") is None:

@@ -148,7 +148,8 @@ class AclUser(KindProvider):
         spec = AclUserSpec.model_validate(new.get("params") or {})
         return self._apply(instance, ident, spec, self._password(ident, new, old), new.get("stack", ""))
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_client(instance) as client:
             entry = marker_entry(client.hget(ACL_OWNERS_KEY, name))

@@ -124,7 +124,8 @@ class RedisIndex(KindProvider):
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
         return engine_name(name, owner, naming=naming)
 
-    def holds(self, param: str, value: Any, live: dict[str, Any]) -> bool:
+    @classmethod
+    def holds(cls, param: str, value: Any, live: dict[str, Any]) -> bool:
         # Unpinned, it keeps whatever index it holds; pinned to that very index, too (ALLOCATE
         # then only records the pin): neither may replace it, which with purge empties the index.
         if param == "index":
@@ -168,7 +169,8 @@ class RedisIndex(KindProvider):
         spec = RedisIndexSpec.model_validate(new.get("params") or {})
         return self._allocate(instance, ident, spec, new.get("stack", ""), "update")
 
-    def drop(self, instance: SharedInstance, ident: Identity, props: dict[str, Any]) -> None:
+    def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
+             props: dict[str, Any]) -> None:
         field = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_client(instance) as client:
             status, detail = client.register_script(RELEASE)(keys=[ALLOCATIONS_KEY], args=[field, ident.owner])

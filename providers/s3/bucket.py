@@ -166,7 +166,8 @@ class Bucket(GuardedKind):
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
         return bucket_name(name, owner, naming=naming)
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
+    @classmethod
+    def spec_rules(cls, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, BucketSpec)
         if spec.object_lock and not spec.versioning:
             return [("params.versioning", "object lock needs versioning: true (locked objects are kept as versions)")]

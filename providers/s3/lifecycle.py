@@ -65,10 +65,12 @@ class Lifecycle(GuardedKind):
         normalized["bucket"] = normalized.get("bucket") or name or None
         return normalized
 
-    def defaults(self, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls, params: Mapping[str, Any], name: str, owner: str) -> dict[str, Any]:
         return {**super().defaults(params, name, owner), **({"bucket": name} if "bucket" in params else {})}
 
-    def spec_rules(self, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
+    @classmethod
+    def spec_rules(cls, name: str, owner: str, spec: BaseModel, *, naming: int) -> list[tuple[str, str]]:
         assert isinstance(spec, LifecycleSpec)
         try:
             bucket_name(spec.bucket or name, owner, naming=naming)
