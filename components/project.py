@@ -16,7 +16,8 @@ from components import templates
 from components.models import ProjectFile, ResourceDecl, WorkspaceConfig, instance_name
 from components.validation import REF, REF_TARGET, ref_resource, resolve_source
 from providers import registry
-from providers.base import REACH, REFS, KindProvider
+from providers.base import KindProvider
+from providers.description import REACH, REFS
 
 
 @cache

@@ -21,7 +21,7 @@ from components import templates
 from components.models import ENV_NAME, EnvImport, ProjectFile, ResourceDecl, ServiceDecl, WorkspaceConfig, instance_name
 from components.yamlfile import SPECIAL_FILE, FieldPath, YamlFile, format_path, load_yaml, not_a_regular_file
 from providers import naming, registry
-from providers.base import server_address
+from providers.description import server_address
 from providers.errors import InvalidSpec
 from providers.identity import CURRENT_NAMING
 from providers.instances import SharedInstance

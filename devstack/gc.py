@@ -25,7 +25,7 @@ from devstack.scan import Found, naming_mapping, scan
 from devstack.stack import short_name
 from devstack.state import Tracked, drop_data, instances_config, tracked_resources
 from providers import registry
-from providers.base import server_address
+from providers.description import server_address
 from providers.errors import InvalidSpec
 from providers.markers import marked_stack, marker_workspace
 from providers.s3.client import DEFAULT_REGION

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from devstack.errors import InvalidQuery
 from devstack.state import Tracked
-from providers.base import ACCESS_RULES, POLICY_FIELDS, REACH, REFS
+from providers.description import ACCESS_RULES, POLICY_FIELDS, REACH, REFS
 from providers.identity import NAMING, Identity
 
 #: Inputs/outputs that are not attributes: identity, policy, params, rules revision and the pickled provider.

@@ -20,8 +20,7 @@ from pulumi.dynamic import (CheckFailure, CheckResult, ConfigureRequest, CreateR
                             ResourceProvider, UpdateResult)
 from pydantic import BaseModel
 
-from providers.description import (ACCESS_RULES, POLICY_FIELDS, REACH, REFS, EngineObject, KindDescription,  # noqa: F401
-                                   referenced_name, server_address)  # noqa: F401 - until importers move
+from providers.description import POLICY_FIELDS, REACH, EngineObject, KindDescription
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, NAMING, PREFIXED, Identity, naming_of
 from providers.instances import SharedInstance, adoptions_from_config, instances_from_config

@@ -11,7 +11,8 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import REACH, Observed
+from providers.base import Observed
+from providers.description import REACH
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import Identity

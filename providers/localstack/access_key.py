@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from pulumi.dynamic import CheckFailure, CheckResult, ReadResult
 from pydantic import BaseModel, Field
 
-from providers.base import REACH, Observed
+from providers.base import Observed
+from providers.description import REACH
 from providers.errors import Conflict
 from providers.identity import Identity
 from providers.instances import SharedInstance

@@ -9,7 +9,8 @@ from pulumi.dynamic import ReadResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from providers import naming as naming_rules
-from providers.base import REACH, Observed
+from providers.base import Observed
+from providers.description import REACH
 from providers.errors import Conflict, NotFound
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance

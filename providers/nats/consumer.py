@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping
 from pulumi.dynamic import CheckFailure, ReadResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from providers.base import Observed, referenced_name
+from providers.base import Observed
+from providers.description import referenced_name
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, Identity
 from providers.instances import SharedInstance

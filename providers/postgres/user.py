@@ -7,7 +7,8 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import Observed, referenced_name
+from providers.base import Observed
+from providers.description import referenced_name
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, InvalidSpec
 from providers.identity import Identity

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import Observed, referenced_name
+from providers.base import Observed
+from providers.description import referenced_name
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance

@@ -6,7 +6,7 @@ with the full account resolver: the config trusts one operator and preloads
 its system account; every other account (one per project) is pushed at run
 time by the providers, and the server keeps them in `<data>/accounts`. The
 operator and system account keys derive from the stack's admin secret
-(providers.nats_auth); the config holds only their public JWTs.
+(providers.nats.auth); the config holds only their public JWTs.
 
 A store with streams in a single password-auth account (`DEVSTACK`) has them
 moved, at start, into the account of the project their marker names; the start

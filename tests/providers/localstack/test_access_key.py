@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pytest
 from botocore.exceptions import ClientError
 
-from providers.base import REACH
+from providers.description import REACH
 from providers.errors import Conflict
 from providers.localstack.access_key import PREDICTABLE_REFUSED, AccessKey
 from providers.localstack.bucket import LocalstackBucket
