@@ -1,45 +1,27 @@
 """The kind contract: Pulumi's dynamic-provider verbs, implemented once over a few hooks.
 
-A kind is a `KindProvider` subclass: its description (providers.description:
-spec, names, references, rules; no engine needed) plus the hooks that talk to
-the engine: `observe`, `create_resource`, `update_resource`, `drop`, and
-optionally `drift`, `refusals`, `login_works`, `failures_named`. Resource
-inputs carry only the identity, the params, the credential policy and the purge
-flag; admin credentials arrive through `configure` and never through inputs.
+A kind is its description (providers.description) plus the hooks that talk to the engine: `observe`,
+`create_resource`, `update_resource`, `drop`, optionally `drift`, `refusals`, `login_works`,
+`failures_named`. Admin credentials arrive through `configure`, never through inputs.
 """
 
 from __future__ import annotations
 
 import threading
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import wraps
 from typing import Any, Callable, ContextManager, Mapping
 
-from pulumi.dynamic import (CheckFailure, CheckResult, ConfigureRequest, CreateResult, DiffResult, ReadResult,
-                            ResourceProvider, UpdateResult)
+from pulumi.dynamic import (CheckResult, ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider,
+                            UpdateResult)
 from pydantic import BaseModel
 
 from providers.description import POLICY_FIELDS, REACH, EngineObject, KindDescription
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, NAMING, PREFIXED, Identity, naming_of
 from providers.instances import SharedInstance, adoptions_from_config, instances_from_config
-from providers.markers import adopted_elsewhere, marked_elsewhere, moves_from, taken
-
-
-@dataclass
-class Observed:
-    """What `observe` found in the engine.
-
-    `owner` is read from the ownership marker: None means the resource exists but carries no marker of
-    ours (a foreign resource we must not touch). `attributes` are live values `read` merges into the
-    outputs. `workspace` is the workspace the marker records, None when the engine keeps none for it.
-    """
-
-    owner: str | None
-    params: dict[str, Any] = field(default_factory=dict)
-    attributes: dict[str, Any] = field(default_factory=dict)
-    workspace: str | None = None
+from providers.markers import Observed, adopted_elsewhere, gone, marked_elsewhere, moves_from, taken
 
 
 #: Engine objects this provider process created or adopted, and the declaration that did. Pulumi
@@ -130,22 +112,16 @@ class KindProvider(KindDescription, ResourceProvider):
         self._adoptions = adoptions_from_config(req.config)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        result = self.static_check(olds, news)
+        result, old_params = self.static_check(olds, news), self.params_as_now(olds)
         # Offline validation checks with a provider Pulumi never configured: no engine to ask.
-        old_params = self.params_as_now(olds)
-        if result.failures or not self._instances:
+        if result.failures or not self._instances or not (
+                asked := self.may_be_refused(old_params, result.inputs["params"], news)):
             return result
-        asked = self.may_be_refused(old_params, result.inputs["params"], news)
-        if asked:
-            ident = Identity.from_props(news)
-            with self.engine_errors(news):
-                refused = self.refusals(self._instance(ident, "check"), ident,
-                                        self.Spec.model_validate(result.inputs["params"]))
-            # Only what the change sets is refused: a value kept as it is is no reason to refuse another.
-            creating = old_params is None
-            result.failures.extend(CheckFailure(f"params.{self.spelled(param)}",
-                                                f"{problem}; {self.not_done(param, creating)} ({fix})")
-                                   for param, problem, fix in refused if creating or param in asked)
+        ident = Identity.from_props(news)
+        with self.engine_errors(news):
+            spec = self.Spec.model_validate(result.inputs["params"])
+            refused = self.refusals(self._instance(ident, "check"), ident, spec)
+        result.failures.extend(self.refused_failures(refused, asked, creating=old_params is None))
         return result
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -153,8 +129,9 @@ class KindProvider(KindDescription, ResourceProvider):
         replaces = [name for name in Identity.field_names() if olds.get(name) != news.get(name)]
         old_params, new_params = self.params_as_now(olds) or {}, news.get("params") or {}
         changed = sorted(key for key in set(old_params) | set(new_params) if old_params.get(key) != new_params.get(key))
+        live = {**olds, "params": old_params}
         replaces += [f"params.{key}" for key in changed
-                     if key in self.create_only and not self.holds(key, new_params.get(key), {**olds, "params": old_params})]
+                     if key in self.create_only and not self.holds(key, new_params.get(key), live)]
         if replaces and olds.get("purge") and not news.get("purge"):
             # Pulumi deletes the old one with its old settings: the data would go, `purge: false` or not.
             raise Unsupported(
@@ -170,7 +147,7 @@ class KindProvider(KindDescription, ResourceProvider):
         # The server moved, or its host is spelled anew: an update gives every importing service the new address.
         instance = self._instances.get(str(news.get("instance")))
         if instance is not None and "host" in olds:
-            changes += [name for name, now in self._address(instance).items() if olds.get(name) != now]
+            changes += [name for name, now in self.address_outputs(instance).items() if olds.get(name) != now]
         return DiffResult(changes=bool(replaces or changes), replaces=replaces,
                           stables=[name for name in Identity.field_names() if name not in replaces],
                           # Engine names are fixed: the old resource must go before the new one can exist.
@@ -193,7 +170,7 @@ class KindProvider(KindDescription, ResourceProvider):
             self.require_same("create", ident, observed.params, wanted, fixed)
         attributes = self.create_resource(instance, ident, spec, props)
         with _held_lock:
-            _held_this_run[self._held_key(instance, ident)] = ident
+            _held_this_run[self.object_of(instance, ident)] = ident
         return CreateResult(str(ident), {**props, **attributes})
 
     @_engine_failures_named
@@ -206,7 +183,7 @@ class KindProvider(KindDescription, ResourceProvider):
             # the other owner would make the next diff replace it, and a purge drop another project's data).
             return ReadResult("", {})
         # The address as configured now: after the instance moves, a refresh points every export at it.
-        live = {**props, **self._address(instance), **observed.attributes}
+        live = {**props, **self.address_outputs(instance), **observed.attributes}
         live["params"] = {**(props.get("params") or {}), **observed.params}
         if props.get("password") and props.get("user"):
             works = self.login_works(instance, str(props["user"]), str(props["password"]))
@@ -233,7 +210,7 @@ class KindProvider(KindDescription, ResourceProvider):
         ident = Identity.from_props(props)
         instance = self._instance(ident, "delete")
         with _held_lock:
-            holder = _held_this_run.get(self._held_key(instance, ident), ident)
+            holder = _held_this_run.get(self.object_of(instance, ident), ident)
         if holder != ident and holder.owner == ident.owner:
             return  # another declaration of the project holds it now
         observed = self._not_elsewhere(instance, ident, props)
@@ -273,13 +250,6 @@ class KindProvider(KindDescription, ResourceProvider):
             raise InvalidSpec(verb, f"{self.kind} {ident}", f"the workspace has no shared instance {ident.instance!r}",
                               hint) from None
 
-    def _address(self, instance: SharedInstance) -> dict[str, Any]:
-        """The `host` and `port` outputs of this kind (those it reports), as the instance's config has them now."""
-        return {key: value for key, value in (("host", instance.host), ("port", instance.port)) if key in self.attributes}
-
-    def _held_key(self, instance: SharedInstance, ident: Identity) -> EngineObject:
-        return self.engine_object(instance.host, instance.port, ident.name, ident.owner, naming=ident.naming)
-
     def _adopted_naming(self, instance: SharedInstance, ident: Identity) -> tuple[Identity, Observed | None]:
         """`ident` and what the engine has under it; or, when that is nothing and older naming rules put this
         project's object elsewhere (an entry removed and declared again), that object, to adopt where it is."""
@@ -303,8 +273,7 @@ class KindProvider(KindDescription, ResourceProvider):
     def _ours(self, verb: str, ident: Identity, observed: Observed | None) -> Observed:
         """`observed`, when it exists and carries this project's marker; NotFound or Conflict otherwise."""
         if observed is None:
-            raise NotFound(verb, f"{self.kind} {ident}", f"it no longer exists in {self.engine} instance {ident.instance!r}",
-                           "run `pulumi refresh`, then `pulumi up` creates it again")
+            raise gone(verb, f"{self.kind} {ident}", self.engine, ident)
         if observed.owner != ident.owner:
             raise self._conflict(verb, ident, observed)
         return observed
@@ -319,20 +288,12 @@ class KindProvider(KindDescription, ResourceProvider):
 
     def _refuse_elsewhere(self, verb: str, ident: Identity, observed: Observed, ours: str | None,
                           held: str | None = None) -> None:
-        """Conflict when `observed`'s marker names another workspace than `ours`; a create takes it over only
-        from the workspace `devstack:workspace.adopt` says the project moves from. `held`: what exists, when
-        it is not the resource itself (a database's project login role)."""
-        if not marked_elsewhere(observed.workspace, ours):
-            return
-        if verb == "create" and moves_from(self._adoptions.get(ident.owner), observed.workspace):
-            return
-        raise adopted_elsewhere(verb, f"{self.kind} {ident}", self.engine, ident,
-                                held or self._engine_object_name(ident), str(observed.workspace), ours)
-
-    def _engine_object_name(self, ident: Identity) -> str:
-        """The name in the engine, and the declaration's when that differs (`'shop_x' (declared 'x')`)."""
-        name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
-        return repr(name) if name == ident.name else f"{name!r} (declared {ident.name!r})"
+        """Conflict when `observed`'s marker names another workspace than `ours`, unless a create takes it over
+        from the workspace `devstack:workspace.adopt` names. `held`: what exists, when not the resource itself."""
+        if marked_elsewhere(observed.workspace, ours) and not (
+                verb == "create" and moves_from(self._adoptions.get(ident.owner), observed.workspace)):
+            raise adopted_elsewhere(verb, f"{self.kind} {ident}", self.engine, ident,
+                                    held or self.object_label(ident), str(observed.workspace), ours)
 
     def _conflict(self, verb: str, ident: Identity, observed: Observed) -> Conflict:
-        return taken(verb, f"{self.kind} {ident}", self.engine, ident, self._engine_object_name(ident), observed.owner)
+        return taken(verb, f"{self.kind} {ident}", self.engine, ident, self.object_label(ident), observed.owner)

@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 from providers import naming as naming_rules
 from providers.errors import InvalidSpec, Unsupported
 from providers.identity import CURRENT_NAMING, Identity, naming_of
+from providers.instances import SharedInstance
 
 #: Inputs that are not identity and not params, compared by diff as updates.
 POLICY_FIELDS = ("credentials", "purge", "stack")
@@ -106,7 +107,8 @@ class KindDescription:
         raise NotImplementedError
 
     @classmethod
-    def engine_object(cls, host: str, port: int, name: str, owner: str, *, naming: int = CURRENT_NAMING) -> EngineObject:
+    def engine_object(cls, host: str, port: int, name: str, owner: str, *,
+                      naming: int = CURRENT_NAMING) -> EngineObject:
         """What declaration `name` names in the engine at host:port, the same for every spelling of one
         server (`localhost`, `127.0.0.1`) and of one engine name (`shop-x`, `shop_x`)."""
         return cls.object_named(host, port, cls.engine_name(name, owner, naming=naming))
@@ -115,6 +117,23 @@ class KindDescription:
     def object_named(cls, host: str, port: int, engine_name: str) -> EngineObject:
         """The engine object of this kind called `engine_name` at host:port (see engine_object)."""
         return (cls.engine, server_address(host), port, cls.namespace or cls.kind, engine_name)
+
+    @classmethod
+    def object_of(cls, instance: SharedInstance, ident: Identity) -> EngineObject:
+        """The engine object `ident` names on `instance`."""
+        return cls.engine_object(instance.host, instance.port, ident.name, ident.owner, naming=ident.naming)
+
+    @classmethod
+    def object_label(cls, ident: Identity) -> str:
+        """The name in the engine, and the declaration's when that differs (`'shop_x' (declared 'x')`)."""
+        name = cls.engine_name(ident.name, ident.owner, naming=ident.naming)
+        return repr(name) if name == ident.name else f"{name!r} (declared {ident.name!r})"
+
+    @classmethod
+    def address_outputs(cls, instance: SharedInstance) -> dict[str, Any]:
+        """The `host` and `port` outputs of this kind (those it reports), as the instance's config has them now."""
+        return {key: value for key, value in (("host", instance.host), ("port", instance.port))
+                if key in cls.attributes}
 
     @classmethod
     def owner_objects(cls, host: str, port: int, owner: str) -> tuple[EngineObject, ...]:
@@ -237,7 +256,8 @@ class KindDescription:
             except NotImplementedError:
                 pass
         params = news.get("params") or {}
-        failures += [CheckFailure(f"params.{cls.spelled(param)}", f"{value!r} names no declaration: {naming_rules.NAME_RULE}")
+        failures += [CheckFailure(f"params.{cls.spelled(param)}",
+                                  f"{value!r} names no declaration: {naming_rules.NAME_RULE}")
                      for param in cls.references
                      if isinstance(value := params.get(param), str) and not naming_rules.NAME.fullmatch(value)]
         if news.get("credentials", "predictable") not in CREDENTIAL_POLICIES:
@@ -247,7 +267,8 @@ class KindDescription:
         except ValidationError as err:
             failures += [CheckFailure("params." + ".".join(str(p) for p in e["loc"]), e["msg"]) for e in err.errors()]
         if not failures:
-            failures += cls.check_params(str(news["name"]), str(news["owner"]), inputs["params"], olds.get("params") or {})
+            failures += cls.check_params(str(news["name"]), str(news["owner"]), inputs["params"],
+                                         olds.get("params") or {})
         if not failures:
             failures += cls._retained_replacements(olds, cls.params_as_now(olds), inputs)
         if not failures:
@@ -299,6 +320,14 @@ class KindDescription:
         (a default the engine always takes, so most checks of a create call no engine)."""
         before = old_params if old_params is not None else cls.defaults(params, str(news["name"]), str(news["owner"]))
         return frozenset(key for key in cls.create_only | cls.refusable_in_place if before.get(key) != params.get(key))
+
+    @classmethod
+    def refused_failures(cls, refused: list[tuple[str, str, str]], asked: frozenset[str],
+                         creating: bool) -> list[CheckFailure]:
+        """Check failures for the engine's refusals (param, problem, fix), of what the change sets only: a
+        value kept as it is is no reason to refuse another."""
+        return [CheckFailure(f"params.{cls.spelled(param)}", f"{problem}; {cls.not_done(param, creating)} ({fix})")
+                for param, problem, fix in refused if creating or param in asked]
 
     @classmethod
     def not_done(cls, param: str, creating: bool) -> str:

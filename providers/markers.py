@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from providers.errors import Conflict
+from providers.errors import Conflict, NotFound
 from providers.identity import Identity
+
+
+@dataclass
+class Observed:
+    """What `observe` found: `owner` and `workspace` from its marker (owner None: a foreign resource we must
+    not touch), and live values `read` merges into the outputs (`attributes`)."""
+
+    owner: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    workspace: str | None = None
 
 
 def marker_workspace(stack: str, ledger_salt: str | None) -> str:
@@ -80,6 +92,12 @@ def marker_field(marker: str | None, key: str) -> str | None:
         return None
     value = json.loads(marker or "{}").get(key)
     return value if isinstance(value, str) else None
+
+
+def gone(verb: str, what: str, engine: str, ident: Identity) -> NotFound:
+    """NotFound: the engine no longer has the object a verb acts on."""
+    return NotFound(verb, what, f"it no longer exists in {engine} instance {ident.instance!r}",
+                    "run `pulumi refresh`, then `pulumi up` creates it again")
 
 
 def taken(verb: str, what: str, engine: str, ident: Identity, object_name: str, holder: str | None) -> Conflict:

@@ -11,7 +11,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import Observed
+
 from providers.description import REACH
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, InvalidSpec, NotFound
@@ -22,6 +22,7 @@ from providers.kafka.client import admin_client, credential_works, error_code, r
 from providers.kafka.kind import KafkaKind
 from providers.kafka.names import kafka_name, owner_prefix, project_topic, within_prefix
 from providers.kafka.owners import foreign_topics_in_reach, marked_topic_owner, read_markers
+from providers.markers import Observed
 
 #: The local engine's own principals (`devstack-admin`, `devstack-broker`) are the broker's super users:
 #: a project of such a name would get a SCRAM login as one (its `acl`; topics of such a name are harmless).

@@ -6,14 +6,14 @@ from typing import Any, ClassVar, ContextManager, Mapping
 
 from confluent_kafka.admin import AdminClient
 
-from providers.base import KindProvider, Observed
+from providers.base import KindProvider
 from providers.errors import Conflict, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.kafka.client import ENGINE_NAME, broker_failures_named
 from providers.kafka.names import kafka_name
 from providers.kafka.owners import ensure_registry, read_markers, write_marker
-from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.markers import Observed, marker_field, marker_owner, ownership_marker
 
 
 class KafkaKind(KindProvider):

@@ -13,7 +13,7 @@ from confluent_kafka.admin import (AclBinding, AdminClient, AlterConfigOpType, C
 from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import Observed
+
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, Identity
 from providers.instances import SharedInstance
@@ -23,6 +23,7 @@ from providers.kafka.client import MARKER_TOPIC, admin_client, error_code, refus
 from providers.kafka.kind import KafkaKind
 from providers.kafka.names import kafka_name, owner_prefix, project_topic, within_prefix
 from providers.kafka.owners import project_principals, reaching_acls, read_markers
+from providers.markers import Observed
 
 #: Topic deletion is asynchronous: how long a create waits for a deleted name to free up.
 DELETE_WAIT = 30.0

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from pulumi.dynamic import CheckFailure, CheckResult, ReadResult
 from pydantic import BaseModel, Field
 
-from providers.base import Observed
+
 from providers.description import REACH
 from providers.errors import Conflict
 from providers.identity import Identity
@@ -23,6 +23,7 @@ from providers.s3.bucket import bucket_tags
 from providers.s3.client import aws_client, boto_errors, client_as, error_code, region_of
 from providers.s3.guarded import GuardedKind
 from providers.s3.tags import marker_tags, tag_dict, tag_list, tags_owner, tags_workspace
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient

@@ -9,11 +9,12 @@ import urllib.request
 from functools import wraps
 from typing import TYPE_CHECKING, Any, Callable
 
-from providers.base import Observed
+
 from providers.errors import EngineUnavailable
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.s3.client import aws_client, boto_errors, endpoint_of, error_code, region_of
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from botocore.exceptions import ClientError

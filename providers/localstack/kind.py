@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from providers.base import Observed
+
 from providers.errors import NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -15,6 +15,7 @@ from providers.localstack.client import ENGINE_NAME, GONE, missing
 from providers.s3.client import boto_errors
 from providers.s3.guarded import GuardedKind
 from providers.s3.tags import tags_owner
+from providers.markers import Observed
 
 
 class AwsSpec(BaseModel):

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from providers.base import Observed
+
 from providers.errors import Conflict
 from providers.identity import Identity
 from providers.instances import SharedInstance
@@ -16,6 +16,7 @@ from providers.localstack.names import plain_name
 from providers.s3.client import aws_client, boto_errors
 from providers.s3.guarded import cut_short_hint
 from providers.s3.tags import marker_tags, tag_dict, tags_owner, tags_workspace
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient

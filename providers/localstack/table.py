@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from providers.base import Observed
+
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.localstack.client import location, missing, vanished_is_none, wait_until
@@ -14,6 +14,7 @@ from providers.localstack.kind import AwsKind, AwsSpec
 from providers.localstack.names import plain_name
 from providers.s3.client import aws_client, boto_errors
 from providers.s3.tags import marker_tags, tag_dict, tag_list, tags_owner, tags_workspace
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient

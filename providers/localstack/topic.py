@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from providers.base import Observed
+
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.localstack.client import account_id, location, missing, vanished_is_none
@@ -14,6 +14,7 @@ from providers.localstack.kind import AwsKind, AwsSpec
 from providers.localstack.names import fifo_capable_name, fifo_rules
 from providers.s3.client import aws_client, boto_errors, region_of
 from providers.s3.tags import marker_tags, tag_dict, tag_list, tags_owner, tags_workspace
+from providers.markers import Observed
 
 
 class TopicSpec(AwsSpec):

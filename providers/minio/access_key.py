@@ -9,12 +9,12 @@ from pulumi.dynamic import ReadResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from providers import naming as naming_rules
-from providers.base import Observed
+
 from providers.description import REACH
 from providers.errors import Conflict, NotFound
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
-from providers.markers import marker_field, marker_owner
+from providers.markers import Observed, marker_field, marker_owner
 from providers.minio.bucket import MinioBucket
 from providers.minio.client import ENGINE_NAME, admin_client, policy_document, user_info
 from providers.minio.keys import (converge_key, key_secret, key_state, policy_buckets, policy_name, remove_key,

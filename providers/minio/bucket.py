@@ -9,11 +9,11 @@ from pulumi.dynamic import ReadResult
 from pydantic import BaseModel
 
 from providers import naming as naming_rules
-from providers.base import Observed
+
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity
 from providers.instances import SharedInstance
-from providers.markers import marker_owner
+from providers.markers import Observed, marker_owner
 from providers.minio.client import ENGINE_NAME, admin_client, policy_document, user_info
 from providers.minio.keys import (bucket_key_name, bucket_key_policy, converge_key, key_owners, key_secret,
                                   key_state, policy_name, remove_key, remove_marked_key, secret_works, within_reach)

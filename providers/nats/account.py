@@ -7,11 +7,11 @@ from typing import Any, Mapping
 from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel
 
-from providers.base import Observed
+
 from providers.errors import Conflict, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.markers import marker_field, marker_owner
+from providers.markers import Observed, marker_field, marker_owner
 from providers.nats.claims import (AccountSpec, account_claims, account_description, account_jwt, account_key,
                                    account_marker, account_params, auth, claims_request, operator_of, push_account,
                                    revocations_of)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping
 from pulumi.dynamic import CheckFailure, ReadResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from providers.base import Observed
+
 from providers.description import referenced_name
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, Identity
@@ -19,6 +19,7 @@ from providers.nats.kind import NatsKind
 from providers.nats.names import filters_inside, owner_subjects, subjects_failures, subjects_overlap
 from providers.nats.session import FEATURES, Session, in_account, observed, run
 from providers.nats.stream import Stream
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from nats.js import JetStreamContext

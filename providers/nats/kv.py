@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from providers import naming as naming_rules
-from providers.base import Observed
+
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
 from providers.nats.jetstream import (MAX_SECONDS, add_stream, api_errors, delete_owned_stream, duplicate_window,
@@ -17,6 +17,7 @@ from providers.nats.jetstream import (MAX_SECONDS, add_stream, api_errors, delet
 from providers.nats.kind import NatsKind
 from providers.nats.names import KV_STREAM_PREFIX, MAX_NAME, nats_name
 from providers.nats.session import Session, in_account, observed, run
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from nats.js.api import StreamConfig

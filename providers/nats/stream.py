@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import Observed
+
 from providers.errors import InvalidSpec
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity
 from providers.instances import SharedInstance
@@ -19,6 +19,7 @@ from providers.nats.jetstream import (MAX_SECONDS, add_stream, all_streams, api_
 from providers.nats.kind import NatsKind
 from providers.nats.names import default_subjects, owner_subjects, subjects_failures, subjects_overlap
 from providers.nats.session import Session, in_account, observed, run
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from nats.js import JetStreamContext

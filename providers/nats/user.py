@@ -10,10 +10,11 @@ from pulumi.dynamic import ReadResult
 from pydantic import BaseModel, ConfigDict
 
 from providers import naming as naming_rules
-from providers.base import Observed
+
 from providers.credentials import Rotation, predictable_password, rotation_of
 from providers.identity import CURRENT_NAMING, Identity
 from providers.instances import SharedInstance
+from providers.markers import Observed
 from providers.nats.account import Account
 from providers.nats.claims import (AccountSpec, account_claims, account_description, account_jwt, account_params,
                                    auth, operator_of, push_account, revocations_of)

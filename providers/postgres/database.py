@@ -15,12 +15,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from providers import naming as naming_rules
-from providers.base import KindProvider, Observed
+from providers.base import KindProvider
 from providers.credentials import Rotation, hashed_password, login_password
 from providers.errors import Conflict, InvalidSpec, NotFound, first_line
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
-from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.markers import Observed, marker_field, marker_owner, ownership_marker
 from providers.postgres import roles
 from providers.postgres.client import (
     ENGINE_NAME, FEATURES, INT4_MAX, admin_connection, ddl_lock, password_works, psycopg, server_major, sql,

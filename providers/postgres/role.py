@@ -6,11 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from providers.base import Observed
+
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.postgres import roles
 from providers.postgres.client import admin_connection, ddl_lock, sql
+from providers.markers import Observed
 
 
 class RoleSpec(BaseModel):

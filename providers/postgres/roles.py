@@ -15,11 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from providers.base import KindProvider, Observed
+from providers.base import KindProvider
 from providers.errors import Conflict, NotFound
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.markers import marker_field, marker_owner, ownership_marker
+from providers.markers import Observed, marker_field, marker_owner, ownership_marker
 from providers.postgres.client import (
     ENGINE_NAME, TENANT_LOCK_WAIT, admin_connection, ddl_lock, psycopg, sql, tenant_database,
 )

@@ -7,13 +7,13 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import Observed
+
 from providers.description import referenced_name
 from providers.credentials import Rotation, login_password
 from providers.errors import Conflict, InvalidSpec
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.markers import ownership_marker
+from providers.markers import Observed, ownership_marker
 from providers.postgres import roles
 from providers.postgres.client import INT4_MAX, admin_connection, ddl_lock, password_works, psycopg, sql
 from providers.postgres.database import Database

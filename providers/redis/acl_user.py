@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import KindProvider, Observed
+from providers.base import KindProvider
 from providers.credentials import Rotation, login_password
 from providers.errors import NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.markers import marker_field, marker_owner
+from providers.markers import Observed, marker_field, marker_owner
 from providers.redis.client import (ACL_OWNERS_KEY, ENGINE_NAME, FEATURES, admin_client, engine_name, key_prefix,
                                     kind_marker, marker_entry, redis_py, server_version)
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import KindProvider, Observed
+from providers.base import KindProvider
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.markers import marker_field, marker_owner
+from providers.markers import Observed, marker_field, marker_owner
 from providers.redis.client import ALLOCATIONS_KEY, ENGINE_NAME, admin_client, engine_name, kind_marker, marker_entry
 
 # Atomic allocation: returns {status, detail}. An index is free when no marker

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.base import Observed
+
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
+from providers.markers import Observed
 from providers.s3.client import DEFAULT_REGION, aws_client, boto_errors, error_code, http_status, region_of
 from providers.s3.guarded import GuardedKind, cut_short_hint
 from providers.s3.names import bucket_name

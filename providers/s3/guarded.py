@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ContextManager
 
-from providers.base import KindProvider, Observed
+from providers.base import KindProvider
+from providers.markers import Observed
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.s3.client import endpoint_of, reachable

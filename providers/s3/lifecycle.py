@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.base import Observed
+
 from providers.description import referenced_name
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import PREFIXED, Identity
@@ -17,6 +17,7 @@ from providers.s3.guarded import GuardedKind
 from providers.s3.names import bucket_name, rule_id
 from providers.s3.rules import bucket_lock, expiry_rule, put_rules, rule_params, rules_of
 from providers.s3.tags import tags_owner
+from providers.markers import Observed
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
