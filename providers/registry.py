@@ -36,11 +36,7 @@ def engine(name: str) -> Engine:
 
 def kinds(engine_name: str) -> dict[str, type[KindProvider]]:
     """The kinds `engine_name` serves; KeyError for an engine devstack does not know."""
-    from providers.engine import Engine
-
-    module = importlib.import_module(ENGINE_MODULES[engine_name])
-    row = getattr(module, "ENGINE", None)
-    return dict(row.kinds if isinstance(row, Engine) else module.KINDS)
+    return dict(engine(engine_name).kinds)
 
 
 def provider_class(engine_name: str, kind: str) -> type[KindProvider]:
