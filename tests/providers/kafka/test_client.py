@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 import providers.kafka.client
-from devstack import ledger, scan
+from devstack import scan, state
 from providers.errors import EngineUnavailable
 from providers.identity import Identity
 from providers.kafka.client import MarkerView
@@ -78,7 +78,7 @@ def test_a_broker_that_stops_answering_after_the_connect_is_named_with_its_fix(t
     outs = topic.create(topic_inputs(topic, owner)).outs
     acl_outs = acl.create(acl_inputs(acl, owner)).outs
     monkeypatch.setattr(providers.kafka.client, "REQUEST_TIMEOUT", 1.0)
-    monkeypatch.setattr(ledger, "configured_provider", lambda config, engine, kind: topic)
+    monkeypatch.setattr(state, "configured_provider", lambda config, engine, kind: topic)
     stalled = stopped_answering("kafka", "kafka", PORTS["kafka"])
     wider = props("kafka", "kafka", "topic", "wide", owner, {"replicationFactor": 2})
     with broker_stalled():
@@ -89,8 +89,8 @@ def test_a_broker_that_stops_answering_after_the_connect_is_named_with_its_fix(t
             acl.read("id", acl_outs)  # the registry's metadata
         with pytest.raises(EngineUnavailable, match=stalled):
             topic.check({}, wider)  # the cluster's brokers, for a replication factor
-        with pytest.raises(ledger.EngineError, match=stalled.removeprefix("cannot ")):
-            ledger.drop_data({}, Identity.from_props(outs), {**outs, "purge": True})  # `devstack rm --purge-data`
+        with pytest.raises(state.EngineError, match=stalled.removeprefix("cannot ")):
+            state.drop_data({}, Identity.from_props(outs), {**outs, "purge": True})  # `devstack rm --purge-data`
         with pytest.raises(EngineUnavailable, match=stalled):
             scan.scan(instance(topic), {"topic"})  # `devstack resource gc`
     assert topic.read("id", outs).id == "id"  # nothing was lost meanwhile
