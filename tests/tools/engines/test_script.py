@@ -45,7 +45,7 @@ from tools.engines.ports import NATS_MONITOR_PORT, PORTS as ENGINE_PORTS
 # them (`-m lifecycle`) before it starts the shared engines for everything else.
 pytestmark = pytest.mark.lifecycle
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HOST = "127.0.0.1"
 PORTS = {engine: ENGINE_PORTS[engine] for engine in ("postgres", "redis", "localstack", "nats")}
 ENGINES = list(PORTS)  # registry order
