@@ -5,6 +5,11 @@ The CLI we build sits in .devstack/bin, state goes to a file backend under
 passphrase generated once per checkout into .devstack/passphrase. Nothing
 tries to download: update checks and plugin acquisition are off.
 
+Pulumi writes the state once, at the end of each run (`PULUMI_SKIP_CHECKPOINTS`):
+a run killed part-way leaves no record of itself, and `devstack recover` then
+`pulumi up` adopt what it made, by its ownership markers.
+`DEVSTACK_CHECKPOINTS=every-step` restores a checkpoint after every step.
+
 `python -m tools.pulumi_env` prints `export` lines for shell scripts.
 """
 
@@ -24,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".devstack"
 BIN_DIR = STATE_DIR / "bin"
 PASSPHRASE_FILE = STATE_DIR / "passphrase"
+#: `end-of-run` (the default) or `every-step`: when Pulumi writes the state during a run.
+CHECKPOINTS_VARIABLE = "DEVSTACK_CHECKPOINTS"
+CHECKPOINT_MODES = ("end-of-run", "every-step")
 
 
 def let_plugins_see_sigint() -> None:
@@ -114,7 +122,19 @@ def pulumi_env(backend_dir: Path | None = None, passphrase_file: Path | None = N
         "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
         # Inline automation-API programs start the dynamic-provider plugin with this interpreter.
         "PULUMI_PYTHON_CMD": str(venv_bin / "python"),
+        **checkpoint_env(),
     }
+
+
+def checkpoint_env() -> dict[str, str]:
+    """The variables of the checkpoint mode DEVSTACK_CHECKPOINTS asks for. Every step's checkpoint rewrites the
+    whole state, so a run's cost grows with the square of its resources; the markers make the end-of-run
+    state safe (a killed run's objects are adopted by the next up)."""
+    mode = os.environ.get(CHECKPOINTS_VARIABLE) or CHECKPOINT_MODES[0]
+    if mode not in CHECKPOINT_MODES:
+        raise ValueError(f"{CHECKPOINTS_VARIABLE}={mode!r} is not a checkpoint mode: set it to "
+                         f"{' or '.join(CHECKPOINT_MODES)}, or unset it (end-of-run)")
+    return {"PULUMI_SKIP_CHECKPOINTS": "true"} if mode == "end-of-run" else {}
 
 
 def scratch_env(base: Path) -> dict[str, str]:
@@ -128,5 +148,9 @@ def scratch_env(base: Path) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    for key, value in pulumi_env().items():
+    try:
+        variables = pulumi_env()
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+    for key, value in variables.items():
         print(f"export {key}={shlex.quote(value)}")

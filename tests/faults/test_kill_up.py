@@ -1,6 +1,8 @@
-"""`kill -9` of `pulumi up` in the middle of a run, then the documented recovery.
+"""`kill -9` of `pulumi up` in the middle of a run, then the documented recovery, with a checkpoint after
+every step (`DEVSTACK_CHECKPOINTS=every-step`; tests/faults/test_crash_points.py kills runs in the default
+mode, which writes the state at the end of each run).
 
-What pulumi v3.260.0 leaves behind on the file backend: the stack's lock file
+What pulumi v3.260.0 leaves behind on the file backend with per-step checkpoints: the stack's lock file
 (the next command refuses to run: "the stack is currently locked ... `pulumi
 cancel`"), pending operations for the creates that were in flight, the
 dynamic-provider process, which waits forever for an engine that is gone,
@@ -83,6 +85,7 @@ def kill_mid_run(work: Path, env: dict[str, str], log: Path, at_least: int, time
 
 def test_kill_9_mid_up_then_recovery_converges(project_dir, offline_env, pulumi_command, admin, shared, prefix,
                                                tmp_path, validator):
+    offline_env = {key: value for key, value in offline_env.items() if key != "PULUMI_SKIP_CHECKPOINTS"}
     projects = [f"{prefix}-{i}" for i in range(PROJECTS)]
     files = [write_project(project_dir, project, every_engine()) for project in projects]
     stack = new_stack(project_dir, offline_env, pulumi_command)

@@ -79,3 +79,19 @@ def test_an_interrupted_run_that_fails_is_a_keyboard_interrupt_from_its_error():
             subprocess.run([sys.executable, "-c", "import time; time.sleep(1.5)"], timeout=30)
             raise RuntimeError("update canceled")  # as pulumi's CommandError after its cancel
     assert isinstance(raised.value.__cause__, RuntimeError)
+
+
+def test_the_state_is_written_at_the_end_of_each_run_unless_every_step_is_asked_for(monkeypatch, tmp_path):
+    from tools.pulumi_env import scratch_env
+
+    monkeypatch.delenv("DEVSTACK_CHECKPOINTS", raising=False)
+    assert scratch_env(tmp_path)["PULUMI_SKIP_CHECKPOINTS"] == "true"
+    monkeypatch.setenv("DEVSTACK_CHECKPOINTS", "every-step")
+    assert "PULUMI_SKIP_CHECKPOINTS" not in scratch_env(tmp_path)
+    monkeypatch.setenv("DEVSTACK_CHECKPOINTS", "sometimes")
+    with pytest.raises(ValueError, match="DEVSTACK_CHECKPOINTS='sometimes' is not a checkpoint mode: set it to "
+                                         "end-of-run or every-step"):
+        scratch_env(tmp_path)
+    printed = subprocess.run([sys.executable, "-m", "tools.pulumi_env"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60, env={"PATH": "/usr/bin:/bin", "DEVSTACK_CHECKPOINTS": "sometimes"})
+    assert printed.returncode == 1 and printed.stderr.startswith("error: DEVSTACK_CHECKPOINTS='sometimes'")
