@@ -81,7 +81,10 @@ class User(NatsKind):
         return cls.object_named(host, port, f"{naming_rules.nats(owner)}/{cls.engine_name(name, owner, naming=naming)}")
 
     def observe(self, instance: SharedInstance, ident: Identity) -> Observed | None:
-        return Account().observe(instance, ident)
+        # A user lives while its account does; the account's limits are not the user's params.
+        account = Account().observe(instance, ident)
+        return None if account is None else Observed(account.owner, attributes=account.attributes,
+                                                     workspace=account.workspace)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         result = super().read(id_, props)

@@ -124,6 +124,8 @@ def test_a_generated_user_keeps_its_key_until_its_rotation_changes(user, owner):
     assert logs_in(rotated) and not logs_in(outs)  # the replaced key is revoked in the account
     assert user.read("id", outs).outs["loginInSync"] is False
     assert user.read("id", rotated).outs["loginInSync"] is True
+    refreshed = user.read("id", rotated).outs  # what a refresh records: no change for the next up
+    assert refreshed["params"] == rotated["params"] and user.diff("id", refreshed, news).changes is False
     again = user.update("id", rotated, user_inputs(user, owner, credentials="generated", rotation=1)).outs
     assert again["seed"] == rotated["seed"]
 
