@@ -39,7 +39,7 @@ from bench import cpu, direct, memory, stacks, sweep
 from bench import workload as wl
 from bench.report import median, targets, table
 from tools.engines.base import closed_port
-from tools.pulumi_env import let_plugins_see_sigint
+from tools.pulumi_env import checkpoint_mode, let_plugins_see_sigint
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _started = time.monotonic()
@@ -314,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     now = datetime.now(timezone.utc)
     results = Runner(args).run()
     report = {"date": now.isoformat(timespec="seconds"), "machine": machine(), "sizes": sorted(args.sizes),
-              "repeat": args.repeat, "providers_from": str(args.providers_from or ""), "env": args.env, **results}
+              "repeat": args.repeat, "providers_from": str(args.providers_from or ""), "env": args.env,
+              "checkpoints": checkpoint_mode(), **results}
     report["targets"] = targets(report)
     out = args.out or RESULTS / f"{now.date().isoformat()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

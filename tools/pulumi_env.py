@@ -126,15 +126,20 @@ def pulumi_env(backend_dir: Path | None = None, passphrase_file: Path | None = N
     }
 
 
-def checkpoint_env() -> dict[str, str]:
-    """The variables of the checkpoint mode DEVSTACK_CHECKPOINTS asks for. Every step's checkpoint rewrites the
-    whole state, so a run's cost grows with the square of its resources; the markers make the end-of-run
-    state safe (a killed run's objects are adopted by the next up)."""
+def checkpoint_mode() -> str:
+    """The checkpoint mode DEVSTACK_CHECKPOINTS asks for: `end-of-run` unless it says `every-step`."""
     mode = os.environ.get(CHECKPOINTS_VARIABLE) or CHECKPOINT_MODES[0]
     if mode not in CHECKPOINT_MODES:
         raise ValueError(f"{CHECKPOINTS_VARIABLE}={mode!r} is not a checkpoint mode: set it to "
                          f"{' or '.join(CHECKPOINT_MODES)}, or unset it (end-of-run)")
-    return {"PULUMI_SKIP_CHECKPOINTS": "true"} if mode == "end-of-run" else {}
+    return mode
+
+
+def checkpoint_env() -> dict[str, str]:
+    """The variables of that mode. Every step's checkpoint rewrites the whole state, so a run's cost grows with
+    the square of its resources; the markers make the end-of-run state safe (the next up adopts a killed
+    run's objects)."""
+    return {"PULUMI_SKIP_CHECKPOINTS": "true"} if checkpoint_mode() == "end-of-run" else {}
 
 
 def scratch_env(base: Path) -> dict[str, str]:
