@@ -84,7 +84,6 @@ class MinioBucket(Bucket):
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
     ) -> dict[str, Any]:
         bucket, admin = self.engine_name(ident.name, ident.owner, naming=ident.naming), admin_client(instance)
-        _refuse_keys_in_reach(admin, ident, bucket)
         # Before the bucket is made: a refusal then leaves nothing behind.
         fresh = not self._refuse_foreign_key(instance, admin, ident, bucket, props, "create")
         attributes = super().create_resource(instance, ident, spec, props)
@@ -145,9 +144,10 @@ class MinioBucket(Bucket):
         return {"accessKey": key, "secretKey": secret, "keyOutOfBand": []}
 
     def stands(self, instance: SharedInstance, ident: Identity, spec: BucketSpec, made: bool) -> None:
-        # Checked again now that the bucket stands: a key made meanwhile (by another project of this
-        # up, or another stack) was checked before it did. Each side checks after its own effect,
-        # so of a racing bucket and key at least one sees the other and undoes itself.
+        # Checked once the bucket stands, not before: a key made meanwhile (another project of this up,
+        # another stack) passed its own check before the bucket existed. Each side checks after its own
+        # effect, so of a racing bucket and key at least one sees the other and undoes itself. Only
+        # here: the check lists every policy on the server, which grows with the workspace.
         try:
             _refuse_keys_in_reach(admin_client(instance), ident, bucket_name(ident.name, ident.owner, naming=ident.naming))
         except Conflict:
