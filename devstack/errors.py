@@ -13,6 +13,11 @@ providers' errors, and carries the exit code the command returns for it, so
 | ScopeMismatch    | 6    | a cursor or operation used outside the scope it was made in |
 | Aborted          | 7    | the user did not confirm a destructive operation            |
 | EngineError      | 8    | an engine or the pulumi CLI failed                          |
+| AlreadyExists    | 9    | an entry or tombstone the ledger already holds was created  |
+| StaleObservation | 10   | an observation older than the one the ledger holds          |
+| InvalidTransition| 11   | a lifecycle change the rules forbid (deleted -> stale)      |
+
+ScopeMismatch is a kind of InvalidQuery (`except InvalidQuery` catches it) with its own code.
 
 They derive from the providers' base, `DevstackError` (providers.errors); this
 module's `NotFound` is the command's (exit 3), not the providers' of that name.
@@ -62,8 +67,8 @@ class IdentityConflict(DevstackError):
     exit_code = 5
 
 
-class ScopeMismatch(DevstackError):
-    """A cursor or request was made for one scope (filters, stack) and used in another."""
+class ScopeMismatch(InvalidQuery):
+    """A cursor or request was made for one scope (filters, stack) and used in another: an invalid query."""
 
     exit_code = 6
 
@@ -80,6 +85,24 @@ class EngineError(DevstackError):
     exit_code = 8
 
 
+class AlreadyExists(DevstackError):
+    """A create met an entry (or tombstone) of that identity the ledger already holds; nothing changed."""
+
+    exit_code = 9
+
+
+class StaleObservation(DevstackError):
+    """An observation older than the one the ledger holds for the resource; nothing changed."""
+
+    exit_code = 10
+
+
+class InvalidTransition(DevstackError):
+    """A lifecycle change the ledger's rules forbid (a deleted resource cannot become stale); nothing changed."""
+
+    exit_code = 11
+
+
 def require_confirmation(confirm: Confirm | None, text: str) -> None:
     """Aborted, before anything changes, unless `confirm(text)` says yes (None: nobody to ask)."""
     if confirm is None or not confirm(text):
@@ -92,5 +115,6 @@ def stopped(err: DevstackError, done: Any) -> DevstackError:
     return err
 
 
-__all__ = ["Aborted", "Ambiguous", "Confirm", "DevstackError", "EngineError", "IdentityConflict", "InvalidQuery",
-           "NotFound", "ScopeMismatch", "require_confirmation", "stopped"]
+__all__ = ["Aborted", "AlreadyExists", "Ambiguous", "Confirm", "DevstackError", "EngineError", "IdentityConflict",
+           "InvalidQuery", "InvalidTransition", "NotFound", "ScopeMismatch", "StaleObservation", "require_confirmation",
+           "stopped"]

@@ -1,7 +1,9 @@
 """`devstack resource list|show|gc|rm` and `devstack destroy`: the ledger from a terminal.
 
-    devstack resource list [--workspace W] [--project P] [--engine E] [--kind K] [--json] [--limit N] [--cursor C]
+    devstack resource list [--workspace W] [--project P] [--engine E] [--kind K] [--instance I] [--name N]
+                           [--lifecycle active|stale|deleted] [--json] [--limit N] [--cursor C]
     devstack resource show NAME [--engine E] [--project P] [--kind K] [--json] [--show-secrets]
+    devstack resource history NAME [--engine E] [--project P] [--kind K] [--json]
     devstack resource gc [--engine E] [--kind K] [--project P] [--prune [--include-retained]] [--yes] [--json]
     devstack resource rm NAME [--engine E] [--project P] [--kind K] [--purge-data] [--yes] [--json]
     devstack workspace destroy [--project P] [--purge-data] [--yes] [--json]   (alias: devstack destroy)
@@ -47,13 +49,15 @@ from devstack.command import (
     table,
     work_dir_option,
 )
+from devstack import history
 from devstack.errors import DevstackError, InvalidQuery, NotFound
 from devstack.gc import GcItem, collect_garbage
-from devstack.listing import DEFAULT_LIMIT, MAX_LIMIT, list_resources, show_resource
+from devstack.listing import DEFAULT_LIMIT, MAX_LIMIT, list_resources, resource_history, show_resource
 from devstack.locks import verb_lock
 from devstack.models import Resource, ResourcePage
 from devstack.recovery import recover
 from devstack.removal import destroy_stack, remove_resource
+from devstack.state import LIFECYCLES
 from devstack.workspace import Workspace, cannot_read, current_project, without_declaration, write_text
 from devstack.yamledit import EditError
 
@@ -162,14 +166,17 @@ def project_here(args: argparse.Namespace, stack, name: str | None = None) -> st
 def run_list(args: argparse.Namespace) -> int:
     stack = open_from(args)
     page = list_resources(stack, project=project_here(args, stack), engine=args.engine, kind=args.kind,
-                                 limit=args.limit, cursor=args.cursor)
+                          instance=args.instance, name=args.name, lifecycle=args.lifecycle, limit=args.limit,
+                          cursor=args.cursor)
     if args.json:
         emit_json(page)
         return 0
     extra = _kind_columns(page)
-    header = ["PROJECT", "ENGINE", "INSTANCE", "KIND", "NAME", "RETAINED", "MODIFIED", *(t for t, _ in extra)]
-    rows = [[r.project, r.engine, r.instance, r.kind, r.name, "yes" if r.retained else "no", _short_time(r.modified),
-             *(_cell(r.attributes, p) for _, p in extra)] for r in page.items]
+    header = ["PROJECT", "ENGINE", "INSTANCE", "KIND", "NAME", "LIFECYCLE", "RETAINED", "FIRST SEEN", "LAST SEEN",
+              *(t for t, _ in extra)]
+    rows = [[r.project, r.engine, r.instance, r.kind, r.name, r.lifecycle, "yes" if r.retained else "no",
+             _short_time(r.first_seen), _short_time(r.last_seen), *(_cell(r.attributes, p) for _, p in extra)]
+            for r in page.items]
     print(table(rows, header) if rows else "no resources")
     shown = f"{len(page.items)} of {page.total}"
     more = f"; next page: --cursor {page.next_cursor}" if page.next_cursor else ""
@@ -194,6 +201,8 @@ def run_show(args: argparse.Namespace) -> int:
         f"name:        {detail.name}", f"credentials: {detail.credentials}",
         f"retained:    {'yes' if detail.retained else 'no (purge: true)'}",
         f"created:     {_short_time(detail.created)}", f"modified:    {_short_time(detail.modified)}",
+        f"lifecycle:   {detail.lifecycle}" + (f" (since {_short_time(detail.deleted_at)})" if detail.deleted_at else ""),
+        f"first seen:  {_short_time(detail.first_seen)}", f"last seen:   {_short_time(detail.last_seen)}",
         "params:" + ("" if detail.params else " {}"),
         *(f"  {k}: {json.dumps(v)}" for k, v in sorted(detail.params.items())),
         "attributes:" + ("" if detail.attributes else " {}"),
@@ -203,6 +212,46 @@ def run_show(args: argparse.Namespace) -> int:
     if detail.secret_attributes and not detail.secrets_shown:
         note(args, f"secret attributes redacted: {', '.join(detail.secret_attributes)} (--show-secrets shows them)")
     return 0
+
+
+@guarded
+def run_history(args: argparse.Namespace) -> int:
+    stack = open_from(args)
+    found = resource_history(stack, args.name, engine=args.engine, project=project_here(args, stack, args.name),
+                             kind=args.kind)
+    if args.json:
+        emit_json(found)
+        return 0
+    r = found.resource
+    print(f"{r.id}: {r.lifecycle}" + (f" since {_short_time(r.deleted_at)}" if r.deleted_at else "")
+          + f" (first seen {_short_time(r.first_seen)}, last seen {_short_time(r.last_seen)})")
+    rows = [[_short_time(e.at), e.kind, e.cause, e.urn or "-"] for e in found.events]
+    print(table(rows, ["AT", "EVENT", "CAUSE", "URN"]) if rows else "no events recorded")
+    return 0
+
+
+def _record(stack, ids: list[str], cause: str, kind: str = "drop", rows: list[dict] | None = None) -> None:
+    """Tombstones for what a verb removed; a history store that cannot be written is said, not fatal (the
+    next read derives the tombstones from the state, cause `state`)."""
+    if not ids and not rows:
+        return
+    try:
+        history.record_removal(stack, ids, cause, kind=kind, rows=rows or ())
+    except DevstackError as err:
+        print(f"warning: {err}", file=sys.stderr)
+
+
+def _sync(stack) -> None:
+    try:
+        history.sync_history(stack)
+    except DevstackError as err:
+        print(f"warning: {err}", file=sys.stderr)
+
+
+def _orphan_row(item: GcItem) -> dict[str, Any]:
+    """A pruned orphan as a tombstone's row, named as gc names what it pruned: it never was in the ledger."""
+    return history.snapshot_row(item.engine, item.instance, item.kind, str(item.name), str(item.project),
+                                engineName=item.engine_name, stack=item.stack)
 
 
 # --- gc -------------------------------------------------------------------------------------
@@ -219,6 +268,9 @@ def run_gc(args: argparse.Namespace) -> int:
         report = collect_garbage(stack, engine=args.engine, kind=args.kind, project=args.project,
                                         prune=args.prune, include_retained=args.include_retained,
                                         confirm=confirmer(args), lock_wait=wait)
+        pruned = set(report.pruned)
+        orphans = [_orphan_row(i) for i in [*report.orphans, *report.retained] if i.name and i.project]
+        _record(stack, [], "prune", "gc.drop", [r for r in orphans if r["id"] in pruned])
     if args.json:
         emit_json(report)
     else:
@@ -252,6 +304,7 @@ def run_rm(args: argparse.Namespace) -> int:
     stack, wait = open_from(args), lock_wait(args)
     edits: list[tuple[Path, str, str]] = []
     with verb_lock(stack, "remove", args.name, wait):
+        _sync(stack)  # the history knows the entry before it leaves the state
         # The file side: without it the next `pulumi up` would declare and adopt it again. Checked
         # before the ledger changes, as `pulumi preview` would check it (an import of the entry, say).
         removal = remove_resource(stack, args.name, engine=args.engine,
@@ -263,6 +316,7 @@ def run_rm(args: argparse.Namespace) -> int:
             write_text(path, text)
             if not args.json:
                 print(f"removed its declaration from {relative}")
+        _record(stack, [removal.resource.id], "rm --purge-data" if removal.data_dropped else "rm")
     if args.json:
         emit_json(removal.model_copy(update={"edited": [relative for _, _, relative in edits]}))
     elif removal.data_dropped:
@@ -316,8 +370,12 @@ def run_destroy(args: argparse.Namespace) -> int:
         raise InvalidQuery("destroy", "--project ''", "the value is empty", "name a project, or leave --project out "
                            "to destroy the whole workspace")
     with verb_lock(stack, "destroy", f"workspace {stack.name!r}", wait):
+        _sync(stack)
         result = destroy_stack(stack, purge_data=args.purge_data, confirm=confirmer(args), lock_wait=wait,
                                       project=args.project)
+        dropped = set(result.dropped)
+        _record(stack, [i for i in result.untracked if i in dropped], "destroy --purge-data")
+        _record(stack, [i for i in result.untracked if i not in dropped], "destroy")
     if args.json:
         emit_json(result)
         return 0
@@ -353,6 +411,14 @@ def _filters(parser: argparse.ArgumentParser, *, kind: bool = True) -> None:
         parser.add_argument("--kind", "-k", help="only this kind (exact match)")
 
 
+def _list_filters(parser: argparse.ArgumentParser) -> None:
+    _filters(parser)
+    parser.add_argument("--instance", "-i", help="only this shared instance (exact match)")
+    parser.add_argument("--name", help="only this declaration name (exact match)")
+    parser.add_argument("--lifecycle", "-l", choices=LIFECYCLES,
+                        help="only active, stale or deleted (tombstones) ones (default: active and stale)")
+
+
 _DESTROY = "empty the workspace's stack, or take one project out of it; data stays unless --purge-data"
 
 
@@ -373,10 +439,10 @@ def add_gc_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> N
 
 
 def register(subparsers: argparse._SubParsersAction, resource: argparse._SubParsersAction) -> None:
-    """Add `list`, `show`, `gc` and `rm` to `resource` (the verbs of `devstack resource`), `destroy` and `recover`."""
+    """Add `list`, `show`, `history`, `gc` and `rm` to `resource` (the verbs of `devstack resource`), `destroy` and `recover`."""
     p = resource.add_parser("list", help="tenant resources in the ledger, in a stable order, one page at a time")
     add_stack_options(p)
-    _filters(p)
+    _list_filters(p)
     p.add_argument("--limit", "-n", type=int, default=DEFAULT_LIMIT,
                    help=f"rows per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     p.add_argument("--cursor", help="next_cursor of the previous page (same filters only)")
@@ -390,6 +456,14 @@ def register(subparsers: argparse._SubParsersAction, resource: argparse._SubPars
     p.add_argument("--show-secrets", action="store_true", help="show secret attributes instead of [secret]")
     add_output_options(p, "resource-show.schema.json")
     p.set_defaults(func=run_show)
+
+    p = resource.add_parser("history", help="one resource's lifecycle and events (provision, update, drop, "
+                            "gc.drop), tombstones too")
+    p.add_argument("name", help="declaration name, <project>/<instance>/<kind>/<name>, or engine/instance/kind/name@owner")
+    add_stack_options(p)
+    _filters(p)
+    add_output_options(p, "resource-history.schema.json")
+    p.set_defaults(func=run_history)
 
     p = resource.add_parser("gc", help="scan the engines and reconcile with the ledger: orphans, retained, stale, "
                          "foreign")

@@ -10,13 +10,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from devstack.errors import InvalidQuery
-from devstack.state import Tracked
+from devstack.history import Entry
+from devstack.state import LIFECYCLE_OUTPUTS, LIFECYCLES, Tracked, parse_time
 from providers.description import ACCESS_RULES, POLICY_FIELDS, REACH, REFS
 from providers.identity import NAMING, Identity
 
 #: Inputs/outputs that are not attributes: identity, policy, params, rules revision and the pickled provider.
 NOT_ATTRIBUTES = frozenset({*Identity.field_names(), *POLICY_FIELDS, "params", ACCESS_RULES, NAMING, REFS, REACH,
-                            "__provider"})
+                            "__provider", *LIFECYCLE_OUTPUTS})
 
 
 class Model(BaseModel):
@@ -43,17 +44,40 @@ class Resource(Model):
     retained: bool = Field(description="retainOnDelete: removing the declaration keeps the data")
     created: datetime | None
     modified: datetime | None
+    lifecycle: str = Field(description="active, stale (missed by the last refresh or scan) or deleted (a tombstone)")
+    first_seen: datetime | None = Field(description="first observed present")
+    last_seen: datetime | None = Field(description="last observed present")
+    deleted_at: datetime | None = Field(default=None, description="when it became a tombstone; null unless deleted")
     attributes: dict[str, Any] = Field(description="provider outputs; secret ones are \"[secret]\" unless shown")
 
     @classmethod
     def of(cls, t: Tracked) -> Resource:
+        """A state entry, with the lifecycle its outputs hold."""
         i, entry = t.ident, t.entry
         return cls(
             id=str(i), urn=t.urn, project=i.owner, engine=i.engine, instance=i.instance, kind=i.kind, name=i.name,
             credentials=str(t.props.get("credentials") or "predictable"), purge=bool(t.props.get("purge")),
             retained=bool(entry.get("retainOnDelete")), created=entry.get("created"), modified=entry.get("modified"),
+            lifecycle=t.lifecycle, first_seen=t.first_seen, last_seen=t.last_seen,
             attributes={k: v for k, v in t.props.items() if k not in NOT_ATTRIBUTES},
         )
+
+    @classmethod
+    def of_entry(cls, e: Entry) -> Resource:
+        """A ledger entry: the state's, or a tombstone's kept row, with the ledger's lifecycle."""
+        if e.tracked is not None and e.lifecycle != "deleted":
+            base = cls.of(e.tracked)
+        else:
+            r, props = e.row, e.row.get("props") or {}
+            base = cls(
+                id=e.id, urn=r.get("urn") or "", project=r["owner"], engine=r["engine"], instance=r["instance"],
+                kind=r["kind"], name=r["name"], credentials=str(props.get("credentials") or "predictable"),
+                purge=bool(props.get("purge")), retained=bool(r.get("retained")), created=parse_time(r.get("created")),
+                modified=parse_time(r.get("modified")), lifecycle=e.lifecycle, first_seen=None, last_seen=None,
+                attributes={k: v for k, v in props.items() if k not in NOT_ATTRIBUTES},
+            )
+        return base.model_copy(update={"lifecycle": e.lifecycle, "first_seen": e.first_seen,
+                                       "last_seen": e.last_seen, "deleted_at": e.deleted_at})
 
 
 class Filters(Model):
@@ -72,11 +96,26 @@ class Filters(Model):
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+class ListFilters(Filters):
+    """The filters of `resource list`: also instance, name and lifecycle (None: active and stale, no tombstones)."""
+
+    instance: str | None = None
+    name: str | None = None
+    lifecycle: str | None = None
+
+    def admits(self, r: Resource) -> bool:
+        wanted = (("project", self.project), ("engine", self.engine), ("kind", self.kind),
+                  ("instance", self.instance), ("name", self.name))
+        if not all(want is None or want == getattr(r, field) for field, want in wanted):
+            return False
+        return r.lifecycle == self.lifecycle if self.lifecycle else r.lifecycle != "deleted"
+
+
 class ResourcePage(Model):
     """One page of `devstack resource list`."""
 
     workspace: str
-    filters: Filters
+    filters: ListFilters
     total: int = Field(description="rows matching the filters, over all pages")
     limit: int
     items: list[Resource]
@@ -92,6 +131,19 @@ class ResourceDetail(Resource):
     secret_attributes: list[str] = Field(description="attributes holding secrets")
     secrets_shown: bool
     dependencies: list[str] = Field(description="URNs this resource depends on")
+
+
+def validate_list_filters(engine: str | None, kind: str | None, project: str | None = None, *,
+                          instance: str | None = None, name: str | None = None,
+                          lifecycle: str | None = None) -> ListFilters:
+    """validate_filters, and instance, name and lifecycle (one of LIFECYCLES); InvalidQuery otherwise."""
+    base = validate_filters(engine, kind, project)
+    for label, value in (("instance", instance), ("name", name)):
+        if value is not None and not value.strip():
+            raise InvalidQuery("filter by", label, "the value is empty")
+    if lifecycle is not None and lifecycle not in LIFECYCLES:
+        raise InvalidQuery("filter by", f"lifecycle {lifecycle!r}", "no such lifecycle", f"use one of {', '.join(LIFECYCLES)}")
+    return ListFilters(**base.model_dump(), instance=instance, name=name, lifecycle=lifecycle)
 
 
 def validate_filters(engine: str | None, kind: str | None, project: str | None = None) -> Filters:
@@ -110,6 +162,26 @@ def validate_filters(engine: str | None, kind: str | None, project: str | None =
         if value is not None and not value.strip():
             raise InvalidQuery("filter by", label, "the value is empty")
     return Filters(project=project, engine=engine, kind=kind)
+
+
+class Event(Model):
+    """One event of a resource's history (spec 27's event_log kinds)."""
+
+    seq: int = Field(description="order of recording in the ledger's history")
+    at: datetime | None = Field(description="when it happened (from the state's clocks, or when a verb recorded it)")
+    kind: str = Field(description="provision, update, drop or gc.drop")
+    id: str
+    urn: str | None
+    cause: str = Field(description="state (seen in the state), replace, rm, destroy, prune, scan, observed")
+
+
+class ResourceHistory(Model):
+    """`devstack resource history`: one resource's lifecycle now and its events, oldest first."""
+
+    workspace: str
+    resource: Resource
+    events: list[Event]
+    store: str = Field(description="where the ledger keeps its history on this backend")
 
 
 # --- what the verbs did ------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,29 @@ DYNAMIC_PREFIX = "pulumi-python:dynamic/"
 #: Pulumi's marker for a secret value in a deployment (`stack export`).
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
+#: An entry's lifecycle: present at its last observation, missed by a later one, or removed (a tombstone).
+ACTIVE, STALE, DELETED = "active", "stale", "deleted"
+LIFECYCLES = (ACTIVE, STALE, DELETED)
+#: The outputs in which the providers keep an entry's lifecycle and observation clocks (ISO-8601, UTC).
+LIFECYCLE_OUTPUTS = ("lifecycle", "firstSeen", "lastSeen")
+
+
+def parse_time(value: object) -> datetime | None:
+    """An ISO-8601 time (a trailing Z, nanoseconds as Pulumi writes them) as an aware UTC datetime; None if unset."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:  # Python takes 6 digits of a fraction at most
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -47,6 +71,29 @@ class Tracked:
     @property
     def dependencies(self) -> list[str]:
         return list(self.entry.get("dependencies") or [])
+
+    @property
+    def lifecycle(self) -> str:
+        """active or stale, as the last refresh or `up` left it; an entry without the field is active."""
+        return STALE if self.props.get("lifecycle") == STALE else ACTIVE
+
+    @property
+    def first_seen(self) -> datetime | None:
+        """When the resource was first observed: `firstSeen`, else the entry's `created`."""
+        return parse_time(self.props.get("firstSeen")) or parse_time(self.entry.get("created"))
+
+    @property
+    def last_seen(self) -> datetime | None:
+        """When it was last observed present: `lastSeen`, else the entry's `modified` (or `created`)."""
+        return (parse_time(self.props.get("lastSeen")) or parse_time(self.entry.get("modified"))
+                or self.first_seen)
+
+    @property
+    def observed(self) -> datetime | None:
+        """The time of the lifecycle this entry holds: the later of last seen and the entry's `modified`
+        (the write of a create, an update or the refresh that marked it stale; `lastSeen` is to the second)."""
+        times = [t for t in (parse_time(self.entry.get("modified")), self.last_seen) if t is not None]
+        return max(times) if times else None
 
 
 def export_deployment(stack: auto.Stack, show_secrets: bool = False) -> dict[str, Any]:
@@ -93,9 +140,15 @@ def _tracked(entry: dict[str, Any], show: bool) -> Tracked | None:
 
 def tracked_resources(stack: auto.Stack, show_secrets: bool = False) -> list[Tracked]:
     """Every tenant resource of the stack's state, in the stable list order."""
-    entries = export_deployment(stack, show_secrets).get("resources") or []
+    return read_state(stack, show_secrets)[0]
+
+
+def read_state(stack: auto.Stack, show_secrets: bool = False) -> tuple[list[Tracked], datetime | None]:
+    """Every tenant resource of the stack's state (tracked_resources), and when the state was written."""
+    deployment = export_deployment(stack, show_secrets)
+    entries = deployment.get("resources") or []
     found = [t for t in (_tracked(e, show_secrets) for e in entries) if t is not None]
-    return sorted(found, key=lambda t: t.sort_key)
+    return sorted(found, key=lambda t: t.sort_key), parse_time((deployment.get("manifest") or {}).get("time"))
 
 
 # --- the stack's config, and the providers configured from it ------------------------------

@@ -21,7 +21,7 @@ ENTRY_POINTS = ("__main__.py",)
 
 #: devstack's layers, lowest first: a module imports only from its own layer or those below it.
 DEVSTACK_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("state", frozenset({"errors", "stack", "locks", "state", "workspace", "yamledit", "scan"})),
+    ("state", frozenset({"errors", "stack", "locks", "state", "history", "workspace", "yamledit", "scan"})),
     ("models", frozenset({"models"})),
     ("verbs", frozenset({"listing", "removal", "recovery", "environment", "gc", "declare"})),
     ("api", frozenset({"ledger"})),

@@ -8,6 +8,7 @@ admin credential and dropped afterwards, holds the state.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -26,10 +27,11 @@ from tests.devstack.conftest import (
 )
 
 
-@pytest.fixture
-def backend_url(admin):
+@contextmanager
+def postgres_backend(admin, prefix: str = "ledger"):
+    """A `postgres://` backend in a new database of the local PostgreSQL: (url, connect, database); dropped after."""
     a = admin["postgres"]
-    database = f"ledger_{token()}"
+    database = f"{prefix}_{token()}"
 
     def connect(dbname: str) -> psycopg.Connection:
         return psycopg.connect(host="127.0.0.1", port=PG_PORT, user=a.user, password=a.password, dbname=dbname,
@@ -42,6 +44,12 @@ def backend_url(admin):
     finally:
         with connect("postgres") as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+
+
+@pytest.fixture
+def backend_url(admin):
+    with postgres_backend(admin) as made:
+        yield made
 
 
 def test_list_show_on_the_postgres_backend(sandbox: Sandbox, backend_url):
@@ -63,7 +71,7 @@ def test_list_show_on_the_postgres_backend(sandbox: Sandbox, backend_url):
 
     # The console script finds the backend in PULUMI_BACKEND_URL, as after `pulumi login postgres://...`.
     shared = Sandbox(env={**sandbox.env, "PULUMI_BACKEND_URL": url}, work=sandbox.work)
-    listed = shared.cli_json("resource", "list", "-w", "team", "--engine", "redis", "--limit", "500")
+    listed = shared.cli_json("resource", "list", "-w", "team", "--engine", "redis", "--limit", "200")
     assert listed["total"] == 120 and listed["items"][0]["attributes"]["password"] == "[secret]"
     # The file backend of the same sandbox has no such stack: the ledger really is the database.
     assert sandbox.cli("resource", "list", "-w", "team").returncode == 3

@@ -34,7 +34,8 @@ def box(tmp_path_factory) -> Sandbox:
 @pytest.mark.parametrize("args, code, message", [
     pytest.param(["resource", "list", "--colour"], 2, "unrecognized arguments: --colour", id="unknown-flag"),
     pytest.param(["resource", "list", "--limit", "ten"], 2, "invalid int value: 'ten'", id="limit-not-a-number"),
-    pytest.param(["resource", "list", "--limit", "501"], InvalidQuery.exit_code, "--limit 501 is out of range (use 1 to 500)", id="limit-too-big"),
+    pytest.param(["resource", "list", "--limit", "201"], InvalidQuery.exit_code, "--limit 201 is out of range (use 1 to 200)", id="limit-too-big"),
+    pytest.param(["resource", "list", "--lifecycle", "gone"], 2, "invalid choice: 'gone'", id="unknown-lifecycle"),
     pytest.param(["resource", "list", "--cursor", "not-a-cursor"], InvalidQuery.exit_code, "cannot page with --cursor: it is malformed", id="bad-cursor"),
     pytest.param(["resource", "list", "--engine", "oracle"], InvalidQuery.exit_code, "cannot filter by engine 'oracle': no such engine", id="unknown-engine"),
     pytest.param(["resource", "show", "missing"], NotFound.exit_code, "cannot show resource 'missing': the ledger has no such resource", id="unknown-resource"),

@@ -141,3 +141,21 @@ def test_sibling_databases_of_one_project_keep_their_own_workspaces(admin, local
     finally:
         for name in reversed(made):
             drop_quietly(config, "postgres", "pg", "database", name, p)
+
+
+@pytest.mark.parametrize("outputs, entry, expected", [
+    pytest.param({}, {"created": "2026-01-01T00:00:00.000000001Z", "modified": "2026-02-01T00:00:00Z"},
+                 ("active", "2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00"), id="older-state-no-fields"),
+    pytest.param({"lifecycle": "stale", "firstSeen": "2026-01-05T00:00:00Z", "lastSeen": "2026-01-06T00:00:00Z"},
+                 {"created": "2026-01-01T00:00:00Z", "modified": "2026-03-01T00:00:00Z"},
+                 ("stale", "2026-01-05T00:00:00+00:00", "2026-01-06T00:00:00+00:00"), id="stale-keeps-last-seen"),
+    pytest.param({"lifecycle": "active", "lastSeen": "garbage"}, {"created": "2026-01-01T00:00:00Z"},
+                 ("active", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00"), id="unreadable-clock"),
+])
+def test_an_entrys_lifecycle_and_clocks(outputs, entry, expected):
+    props = {"engine": "redis", "instance": "cache", "kind": "acl_user", "name": "n", "owner": "p", **outputs}
+    t = state.Tracked(urn="urn:pulumi:x", ident=Identity.from_props(props), props=props, secrets=frozenset(),
+                      entry=entry)
+    assert (t.lifecycle, t.first_seen.isoformat(), t.last_seen.isoformat()) == expected
+    # A stale entry's decision is the write that marked it, never before it was last seen.
+    assert t.observed >= t.last_seen
