@@ -129,8 +129,8 @@ def collect_garbage(
     """
     filters = validate_filters(engine, kind, project)
     if prune:
-        # An up running on this stack makes resources it records only once each is made: they would
-        # look like this workspace's orphans.
+        # An up running on this stack makes resources it records only once each is made, and a killed one
+        # left its pending creates unrecorded: they would look like this workspace's orphans.
         wait_while_locked(stack, "prune", "orphans", lock_wait or LockWait.default())
     config = instances_config(stack)
     projects = workspace_projects(config, Path(stack.workspace.work_dir))

@@ -2,29 +2,37 @@
 
 A verb that changes the ledger waits for the stack's lock a bounded time,
 saying whose lock it waits on; a killed run's lock is refused at once
-(`devstack recover` frees it).
+(`devstack recover` frees it), and so are the operations a killed run left
+pending in the state. The lock is read where the backend keeps it: a file
+backend's lock files, the postgres:// backend's rows of its state table;
+other backends' locks (s3://, ...) cannot be seen from here.
 """
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import getpass
 import json
 import os
+import re
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from pulumi import automation as auto
 
-from devstack.errors import EngineError, InvalidQuery
-from devstack.stack import file_backend_root, short_name
+from devstack.errors import DevstackError, EngineError, InvalidQuery
+from devstack.stack import file_backend_root, hide_passwords, short_name
+from devstack.state import export_deployment
+from providers.identity import Identity
 
 #: How long a verb waits for another run's lock on the stack, in seconds, unless --lock-wait or
 #: $DEVSTACK_LOCK_WAIT says otherwise: long enough for an `up` of the examples, short enough to notice.
@@ -54,6 +62,186 @@ class LockWait:
                                "set it to e.g. 300, or unset it") from None
 
 
+# --- the stack's Pulumi locks, as each backend keeps them ---------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """One Pulumi lock on a stack: where the backend keeps it (a file, a row's key) and who took it, as the
+    CLI writes it (`{"pid", "username", "hostname", "timestamp"}`); pid None when that cannot be read."""
+
+    where: str
+    pid: int | None = None
+    username: str | None = None
+    hostname: str | None = None
+    timestamp: str | None = None
+
+    @classmethod
+    def parse(cls, where: str, content: bytes | str) -> HeldLock:
+        try:
+            held = json.loads(content)
+            return cls(where, int(held["pid"]), held.get("username"), held.get("hostname"), held.get("timestamp"))
+        except (ValueError, KeyError, TypeError, AttributeError):  # not Pulumi's
+            return cls(where)
+
+    @property
+    def holder(self) -> str:
+        """`pid P of user@host, since T`: whose lock it is, for a message."""
+        if self.pid is None:
+            return f"the run of lock {self.where}"
+        return f"pid {self.pid} of {self.username}@{self.hostname}, since {self.timestamp}"
+
+    @property
+    def this_machines(self) -> bool:
+        return self.pid is not None and self.hostname == socket.gethostname()
+
+    @property
+    def elsewhere(self) -> bool:
+        """Taken on another machine, where whether its run still runs cannot be seen from here."""
+        return self.pid is not None and self.hostname != socket.gethostname()
+
+    @property
+    def running_here(self) -> bool:
+        """Taken on this machine by a pulumi process still running."""
+        return self.this_machines and _runs_pulumi(self.pid or 0)
+
+    @property
+    def killed(self) -> bool:
+        """Taken on this machine by a process that no longer runs pulumi: it never goes away by itself.
+        Another machine's lock is never taken for killed: its process cannot be seen from here."""
+        return self.this_machines and not _runs_pulumi(self.pid or 0)
+
+
+def _runs_pulumi(pid: int) -> bool:
+    try:  # a pid reused by another program since the holder was killed is not the holder
+        return b"pulumi" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def locks_visible(backend_url: str) -> bool:
+    """Whether this module reads the locks of that backend (file:// and postgres://)."""
+    return backend_url.startswith("file://") or _is_postgres(backend_url)
+
+
+def backend_locks(env: Mapping[str, str], work_dir: Path, project: str, short: str) -> list[HeldLock]:
+    """The locks on stack `short` of `project` in the backend `env` names (PULUMI_BACKEND_URL); none on a
+    backend whose locks cannot be seen (locks_visible)."""
+    url = env.get("PULUMI_BACKEND_URL", "")
+    root = file_backend_root(url, work_dir)
+    if root is not None:
+        return [lock for path in lock_files(root, project, short) if (lock := _lock_file(path)) is not None]
+    if _is_postgres(url):
+        return postgres_locks(url, env, project, short)
+    return []
+
+
+def stack_locks(stack: auto.Stack) -> list[HeldLock]:
+    """The Pulumi locks on `stack` (backend_locks)."""
+    workspace = stack.workspace
+    return backend_locks(workspace.env_vars, Path(workspace.work_dir), workspace.project_settings().name,
+                         short_name(stack))
+
+
+def lock_files(root: Path | None, project: str, short: str) -> list[Path]:
+    """The stack's lock files on a file backend (none elsewhere)."""
+    # Project-scoped layout (organization/<project>/<stack>), and the legacy one (<stack>) of older backends.
+    patterns = (f"*/{project}/{short}/*.json", f"{short}/*.json")
+    return sorted(lock for pattern in patterns for lock in (root / ".pulumi" / "locks").glob(pattern)) if root else []
+
+
+def _lock_file(path: Path) -> HeldLock | None:
+    try:
+        return HeldLock.parse(str(path), path.read_bytes())
+    except FileNotFoundError:  # released while listed
+        return None
+    except OSError:
+        return HeldLock(str(path))
+
+
+def _is_postgres(url: str) -> bool:
+    return urlsplit(url).scheme in ("postgres", "postgresql")
+
+
+#: The libpq variables the backend's driver reads as well, and the connection parameter each stands for;
+#: stack_env puts a URL's password in PGPASSWORD.
+_PG_VARIABLES = {"PGHOST": "host", "PGPORT": "port", "PGUSER": "user", "PGPASSWORD": "password",
+                 "PGDATABASE": "dbname", "PGSSLMODE": "sslmode"}
+
+
+@dataclass(frozen=True)
+class _StateTable:
+    """Where the postgres:// backend keeps a stack's blobs: one row per key (`<database>/.pulumi/...`, the
+    URL's path being the bucket's prefix) in the table its `table` parameter names, `pulumi_state` by
+    default; each row's `data` is `{"data": <the blob in base64>}`."""
+
+    conninfo: str
+    params: dict[str, str]
+    table: list[str]
+    prefix: str
+
+    @classmethod
+    def of(cls, url: str, env: Mapping[str, str]) -> _StateTable:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        table = dict(query).get("table") or "pulumi_state"
+        subdir = unquote(parts.path).lstrip("/")
+        conninfo = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "table"])))
+        params = {param: env[variable] for variable, param in _PG_VARIABLES.items() if env.get(variable)}
+        return cls(conninfo, params, table.split("."), subdir + "/" if subdir and not subdir.endswith("/") else subdir)
+
+    def lock_keys(self, project: str, short: str) -> re.Pattern[str]:
+        base = re.escape(f"{self.prefix}.pulumi/locks/")
+        return re.compile(rf"{base}(?:[^/]+/{re.escape(project)}/)?{re.escape(short)}/[^/]+\.json")
+
+    def execute(self, verb: str, what: str, query: Any, *args: Any) -> list[tuple[Any, ...]]:
+        """Rows of `query` (composed with the table's identifier as {}); EngineError naming the backend
+        without its password when it cannot be reached."""
+        import psycopg
+        from psycopg import sql
+
+        try:
+            with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10, **self.params) as conn:
+                cursor = conn.execute(sql.SQL(query).format(sql.Identifier(*self.table)), args)
+                return cursor.fetchall() if cursor.description else []
+        except psycopg.errors.UndefinedTable:
+            return []  # the backend has written nothing yet: no stack, no lock
+        except psycopg.Error as err:
+            raise EngineError(verb, what, f"the backend {hide_passwords(self.conninfo)} cannot be read: "
+                              f"{hide_passwords(str(err).strip())}",
+                              "check that its database is reachable, as `pulumi stack ls` would") from err
+
+
+def postgres_locks(url: str, env: Mapping[str, str], project: str, short: str) -> list[HeldLock]:
+    """The locks on the stack in a postgres:// backend: its rows under `.pulumi/locks/`."""
+    table = _StateTable.of(url, env)
+    wanted = table.lock_keys(project, short)
+    rows = table.execute("read the locks of", f"stack {short!r}",
+                         "SELECT key, data::text FROM {} WHERE starts_with(key, %s) ORDER BY key",
+                         f"{table.prefix}.pulumi/locks/")
+    found = []
+    for key, data in rows:
+        if wanted.fullmatch(key):
+            try:
+                content = base64.b64decode(json.loads(data)["data"])
+            except (ValueError, KeyError, TypeError):
+                content = b""
+            found.append(HeldLock.parse(key, content))
+    return found
+
+
+def release_lock(env: Mapping[str, str], lock: HeldLock) -> None:
+    """Remove that one lock (`pulumi cancel` removes every lock on the stack, a run's started since too)."""
+    url = env.get("PULUMI_BACKEND_URL", "")
+    if _is_postgres(url):
+        _StateTable.of(url, env).execute("remove the lock of", lock.holder, "DELETE FROM {} WHERE key = %s", lock.where)
+    else:
+        Path(lock.where).unlink(missing_ok=True)
+
+
+# --- waiting for them -----------------------------------------------------------------------------
+
+
 class _Waiting:
     """One bounded wait: its deadline, and the holder last announced."""
 
@@ -62,13 +250,20 @@ class _Waiting:
         self.started = time.monotonic()
         self.announced: str | None = None
 
-    def met(self, holder: str, verb: str, what: str) -> None:
-        """Another run holds the lock: say so (once per holder), or fail once the wait is over."""
+    def met(self, holder: str, verb: str, what: str, elsewhere: bool = False) -> None:
+        """Another run holds the lock: say so (once per holder), or fail once the wait is over.
+        `elsewhere`: the holder is on another machine, where whether it still runs cannot be seen."""
         waited = time.monotonic() - self.started
         if waited >= self.wait.seconds:
+            if elsewhere:
+                hint = (f"nothing was changed by this run; wait for that one to end and run it again; if it no longer "
+                        f"runs there, `pulumi cancel --stack {self.name}` removes its lock, then `devstack recover "
+                        f"-w {self.name}`")
+            else:
+                hint = (f"nothing was changed by this run; wait for that one to end and run it again, or if none is "
+                        f"running, `devstack recover -w {self.name}`")
             raise EngineError(verb, what, f"stack {self.name!r} stayed locked by {holder} for the {waited:.0f}s "
-                              f"this verb waits (--lock-wait)", "nothing was changed by this run; wait for that "
-                              f"one to end and run it again, or if none is running, `devstack recover -w {self.name}`")
+                              f"this verb waits (--lock-wait)", hint)
         if holder != self.announced:
             self.wait.say(f"waiting for the lock on stack {self.name!r} held by {holder} (at most "
                           f"{self.wait.seconds - waited:.0f}s more)")
@@ -78,34 +273,19 @@ class _Waiting:
         time.sleep(min(interval, max(0.0, self.wait.seconds - (time.monotonic() - self.started))))
 
 
-def lock_holder(stack: auto.Stack) -> str | None:
-    """Who holds the stack's Pulumi lock, as its lock file says (`pid P of user@host, since T`); None when
-    no lock file is there (unlocked, or a backend whose locks cannot be seen from here)."""
-    locks = lock_files(_backend_root(stack), stack.workspace.project_settings().name, short_name(stack))
-    if not locks:
-        return None
-    try:
-        held = json.loads(locks[0].read_text())
-        return f"pid {held.get('pid')} of {held.get('username')}@{held.get('hostname')}, since {held.get('timestamp')}"
-    except (OSError, ValueError, AttributeError):  # released while read, or not Pulumi's
-        return f"the run of lock file {locks[0]}"
-
-
-def _backend_root(stack: auto.Stack) -> Path | None:
-    return file_backend_root(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""), Path(stack.workspace.work_dir))
-
-
 def wait_while_locked(stack: auto.Stack, verb: str, what: str, wait: LockWait) -> None:
-    """Return once no other run holds the stack's lock (on a file backend, where it can be seen), waiting
-    for it at most `wait.seconds`; EngineError, nothing changed, naming the holder when the wait is over.
+    """Return once no other run holds the stack's lock (file:// and postgres:// backends, where it can be
+    seen), waiting for it at most `wait.seconds`, and the state holds no operation a killed run left
+    pending; else EngineError, nothing changed, naming the holder or the pending operations.
 
-    Called before data is dropped: the ledger edit after the drops would fail on the lock, and an `up`
-    holding it records what it makes only once made (gc would take its new resources for orphans)."""
+    Called before the ledger or data change: the ledger edit after the drops would fail on the lock, and
+    an `up` holding it records what it makes only once made (gc would take its new resources for orphans)."""
     waiting = _Waiting(wait, short_name(stack))
-    while (holder := lock_holder(stack)) is not None:
-        _refuse_a_killed_runs_lock(stack, verb, what)
-        waiting.met(holder, verb, what)
-        waiting.pause()
+    while held := stack_locks(stack):
+        _refuse_a_killed_runs_lock(stack, held, verb, what)
+        waiting.met(held[0].holder, verb, what, elsewhere=held[0].elsewhere)
+        waiting.pause(0.2 if stack.workspace.env_vars.get("PULUMI_BACKEND_URL", "").startswith("file://") else 0.5)
+    refuse_pending_operations(stack, verb, what)
 
 
 def waiting_for_lock(stack: auto.Stack, verb: str, what: str, wait: LockWait, call: Callable[[], Any]) -> Any:
@@ -114,16 +294,67 @@ def waiting_for_lock(stack: auto.Stack, verb: str, what: str, wait: LockWait, ca
     A command that meets another run's lock fails at once without doing anything, so running it again
     is safe. The wait is bounded by `wait.seconds`: then EngineError names the holder."""
     waiting = _Waiting(wait, short_name(stack))
+    visible = locks_visible(stack.workspace.env_vars.get("PULUMI_BACKEND_URL", ""))
     while True:
         try:
             return call()
         except auto.errors.ConcurrentUpdateError:
-            _refuse_a_killed_runs_lock(stack, verb, what)
-            waiting.met(lock_holder(stack) or "another pulumi run", verb, what)
-            while lock_holder(stack) is not None and time.monotonic() - waiting.started < wait.seconds:
-                waiting.pause()
-            if _backend_root(stack) is None:  # no lock file to watch: try again a second later
+            held = stack_locks(stack)
+            _refuse_a_killed_runs_lock(stack, held, verb, what)
+            waiting.met(held[0].holder if held else "another pulumi run", verb, what,
+                        elsewhere=bool(held) and held[0].elsewhere)
+            while stack_locks(stack) and time.monotonic() - waiting.started < wait.seconds:
+                waiting.pause(0.5)
+            if not visible:  # no lock to watch: try again a second later
                 waiting.pause(1.0)
+
+
+def _refuse_a_killed_runs_lock(stack: auto.Stack, held: list[HeldLock], verb: str, what: str) -> None:
+    """EngineError at once, rather than a wait that cannot end, when the stack's lock is that of a run
+    killed on this machine (its pid runs no pulumi): `devstack recover` is what frees it. The message
+    lists what the killed run left pending in the state."""
+    for lock in held:
+        if lock.killed:
+            try:
+                pending = pending_operations(export_deployment(stack))
+            except DevstackError:  # the refusal says enough without them (recover reads them again)
+                pending = []
+            left = f"; it left {len(pending)} operation(s) pending: {', '.join(pending)}" if pending else ""
+            raise EngineError(verb, what, f"stack {short_name(stack)!r} is locked by pid {lock.pid} of this "
+                              f"machine, since {lock.timestamp}, which no longer runs: a killed run's lock{left}",
+                              f"nothing was changed by this run; `devstack recover -w {stack.name}`, then run it again")
+
+
+# --- what a killed run left pending -----------------------------------------------------------
+
+
+def pending_operations(deployment: Mapping[str, Any]) -> list[str]:
+    """`<operation> <resource>` for each operation the deployment holds pending (`creating
+    postgres/pg/database/x@shop`): what a killed run had begun and not recorded the end of."""
+    described = []
+    for pending in deployment.get("pending_operations") or []:
+        resource = pending.get("resource") or {}
+        try:
+            what = str(Identity.from_props(resource.get("outputs") or resource.get("inputs") or {}))
+        except (KeyError, TypeError, ValueError):  # a component, or another program's resource
+            what = f"{resource.get('type', '?')} {str(resource.get('urn', '?')).rsplit('::', 1)[-1]}"
+        described.append(f"{pending.get('type', 'an operation')} {what}")
+    return described
+
+
+def refuse_pending_operations(stack: auto.Stack, verb: str, what: str) -> None:
+    """EngineError, nothing changed, listing them, when the stack's state holds operations a killed run left
+    pending: a resource being created may be in its engine and not in the ledger (gc would take it for an
+    orphan), one being deleted in the ledger and gone."""
+    pending = pending_operations(export_deployment(stack))
+    if pending:
+        raise EngineError(verb, what, f"the ledger of stack {short_name(stack)!r} holds {len(pending)} operation(s) a "
+                          f"killed run left pending: {', '.join(pending)}",
+                          f"nothing was changed; `devstack recover -w {stack.name}` resolves them against the engines "
+                          f"(or `pulumi refresh --clear-pending-creates`), then run it again")
+
+
+# --- the checkout's lock, one verb at a time ---------------------------------------------------------
 
 
 @contextmanager
@@ -164,49 +395,3 @@ def _verb_holder(path: Path) -> str:
                 f"since {held['since']}")
     except (OSError, ValueError, KeyError, TypeError):  # taken a moment ago, not written yet
         return "another devstack verb"
-
-
-def lock_files(root: Path | None, project: str, short: str) -> list[Path]:
-    """The stack's lock files on a file backend (none elsewhere: other backends' locks cannot be seen)."""
-    # Project-scoped layout (organization/<project>/<stack>), and the legacy one (<stack>) of older backends.
-    patterns = (f"*/{project}/{short}/*.json", f"{short}/*.json")
-    return sorted(lock for pattern in patterns for lock in (root / ".pulumi" / "locks").glob(pattern)) if root else []
-
-
-def _this_machines(lock: Path) -> tuple[int, dict[str, Any]] | None:
-    """(pid, the lock's fields) when `lock` is a Pulumi lock taken on this machine; None otherwise
-    (another machine's, or a lock file that is not Pulumi's)."""
-    try:
-        held = json.loads(lock.read_text())
-        pid = int(held["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return (pid, held) if held.get("hostname") == socket.gethostname() else None
-
-
-def _runs_pulumi(pid: int) -> bool:
-    try:  # a pid reused by another program since the holder was killed is not the holder
-        return b"pulumi" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def running_holder(lock: Path) -> str | None:
-    """Who holds `lock`, when it is a pulumi process still running on this machine; None when that cannot
-    be told (another machine's, or a lock file that is not Pulumi's) or the holder is gone."""
-    found = _this_machines(lock)
-    if found is None or not _runs_pulumi(found[0]):
-        return None
-    return f"pid {found[0]}, since {found[1].get('timestamp')}"
-
-
-def _refuse_a_killed_runs_lock(stack: auto.Stack, verb: str, what: str) -> None:
-    """EngineError at once, rather than a wait that cannot end, when the stack's lock is that of a run
-    killed on this machine (its pid runs no pulumi): `devstack recover` is what frees it."""
-    for lock in lock_files(_backend_root(stack), stack.workspace.project_settings().name, short_name(stack)):
-        found = _this_machines(lock)
-        if found is not None and not _runs_pulumi(found[0]):
-            raise EngineError(verb, what, f"stack {short_name(stack)!r} is locked by pid {found[0]} of this "
-                              f"machine, since {found[1].get('timestamp')}, which no longer runs: a killed run's "
-                              f"lock", f"nothing was changed by this run; `devstack recover -w {stack.name}`, "
-                              f"then run it again")

@@ -8,12 +8,11 @@ from pathlib import Path
 from pulumi import automation as auto
 
 from devstack.errors import EngineError, stopped
-from devstack.locks import lock_files, running_holder
+from devstack.locks import backend_locks, locks_visible, release_lock
 from devstack.models import Recovery
 from devstack.stack import (
     PROGRAM_PROJECT,
     cli_error,
-    file_backend_root,
     open_stack,
     require_stack_name,
     run_cli,
@@ -30,9 +29,11 @@ def recover(
 ) -> Recovery:
     """The documented recovery after a killed `pulumi up`: repair, unlock, resolve pending operations.
 
-    On a file backend it removes only the locks of runs no longer running on this machine; elsewhere,
-    where locks cannot be seen, `pulumi cancel` removes any lock: run it once nothing else works on
-    the stack.
+    On a file or postgres:// backend it removes only the locks of runs killed on this machine, and
+    refuses, changing nothing, while one runs here or another machine's run holds the lock (whether
+    that one still runs cannot be seen from here: `pulumi cancel` once it is known not to). Elsewhere
+    (s3://, ...), where locks cannot be seen, `pulumi cancel` removes any lock: run it once nothing
+    else works on the stack.
 
     Creates that were in flight leave the ledger, made or not, and the rest is
     refreshed with the current stack config (`refresh --clear-pending-creates
@@ -42,25 +43,29 @@ def recover(
     """
     require_stack_name(workspace)  # before any file is touched
     variables = stack_env(backend_url, env)
-    root = file_backend_root(variables["PULUMI_BACKEND_URL"], Path(work_dir))
-    stale = lock_files(root, PROGRAM_PROJECT, short_stack_name(workspace))
+    stale = backend_locks(variables, Path(work_dir), PROGRAM_PROJECT, short_stack_name(workspace))
     for lock in stale:
-        holder = running_holder(lock)
-        if holder:  # its lock broken and its pending operations cleared, the run would lose what it records
+        # Its lock broken and its pending operations cleared, a running run would lose what it records.
+        if lock.running_here:
             raise EngineError("recover", f"stack {workspace!r}", f"a pulumi run that holds its lock is still "
-                              f"running on this machine ({holder})", "recover is for a run that was killed: "
+                              f"running on this machine ({lock.holder})", "recover is for a run that was killed: "
                               "wait for this one to end; nothing was changed")
+        if lock.elsewhere:
+            raise EngineError("recover", f"stack {workspace!r}", f"its lock is held by {lock.holder}, on another "
+                              f"machine, where whether that run still runs cannot be seen from here",
+                              f"nothing was changed; wait for it to end, or once it is known not to run, `pulumi "
+                              f"cancel --stack {workspace}` removes its lock; then recover again")
     repaired = torn_metadata(variables["PULUMI_BACKEND_URL"], short_stack_name(workspace), Path(work_dir))
     for path in repaired:
         path.unlink()
     stack = open_stack(workspace, backend_url, work_dir, env=env)
     pending = len(export_deployment(stack).get("pending_operations") or [])
-    if root is None:
+    if not locks_visible(variables["PULUMI_BACKEND_URL"]):
         run_cli(stack, "cancel", "--yes")  # another backend's lock cannot be seen: whichever it holds goes
     for lock in stale:
-        # Only the killed run's, as checked above: `pulumi cancel` would also take the lock of a run
+        # Only the killed runs', as checked above: `pulumi cancel` would also take the lock of a run
         # started since, which the refresh below then waits for (or fails on) instead.
-        lock.unlink(missing_ok=True)
+        release_lock(variables, lock)
     done = Recovery(workspace=workspace, repaired=[str(p) for p in repaired], pending_cleared=0)
     try:
         with cancelled_gracefully_on_interrupt():

@@ -78,7 +78,8 @@ def remove_resource(
     Without purge_data only the ledger changes (`pulumi state delete`): the
     data stays and a later `pulumi up` that still declares it adopts it again.
     Refuses (InvalidQuery, nothing changed) a resource others depend on.
-    Another run's lock on the stack is waited for (`lock_wait`, LockWait.default() when None).
+    Another run's lock on the stack is waited for (`lock_wait`, LockWait.default() when None), on every
+    backend whose locks can be seen; a killed run's lock, or operations it left pending, refuse at once.
     """
     wait = lock_wait or LockWait.default()
     validate_filters(engine, kind, project)
@@ -95,9 +96,9 @@ def remove_resource(
                            + ", ".join(str(t.ident) for t in dependents), hint)
     if before is not None:
         before(Resource.of(target))
+    wait_while_locked(stack, "drop the data of" if purge_data else "remove", str(target.ident), wait)
     dropped = gone = False
     if purge_data:
-        wait_while_locked(stack, "drop the data of", str(target.ident), wait)
         require_confirmation(confirm, f"drop the data of {target.ident} in {target.ident.engine} "
                                       f"instance {target.ident.instance!r}")
         dropped = drop_data(instances_config(stack), target.ident, target.props)
@@ -161,7 +162,8 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
     component (the next `up` declares the project again while the workspace
     lists it, and deletes the component once it does not). A drop that fails
     raises before the ledger changes: what was dropped is "already gone" on
-    a rerun. Another run's lock on the stack is waited for (`lock_wait`).
+    a rerun. Another run's lock on the stack is waited for (`lock_wait`); a killed run's, or operations it
+    left pending, refuse at once, nothing changed.
     """
     wait = lock_wait or LockWait.default()
     tracked = [t for t in tracked_resources(stack) if project in (None, t.ident.owner)]
@@ -172,8 +174,8 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
         return Destruction(workspace=stack.name, project=project, dropped=dropped, already_gone=gone,
                            untracked=[str(t.ident) for t in tracked] if untracked else [])
 
+    wait_while_locked(stack, "drop the data of" if purge_data and tracked else "destroy", scope, wait)
     if purge_data and tracked:
-        wait_while_locked(stack, "drop the data of", scope, wait)
         require_confirmation(confirm, f"drop the data of {len(tracked)} resources of {scope}: "
                                       + ", ".join(str(t.ident) for t in tracked))
         config = instances_config(stack)
