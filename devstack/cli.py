@@ -21,7 +21,7 @@ COMMAND_MODULES = (
     ("devstack.ledger_cli", True),    # resource list/show/gc/rm, destroy, recover
     ("devstack.env_cli", False),      # env, exec
     ("devstack.imperative", True),    # resource create, db/s3/queue/topic/stream aliases
-    ("devstack.doctor", False),       # doctor
+    ("devstack.doctor_cli", False),   # doctor
 )
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from pulumi import automation as auto
 
+from devstack.api import Workspace, open_workspace
 from devstack.errors import Confirm, DevstackError, InvalidQuery
 from devstack.locks import DEFAULT_LOCK_WAIT, LockWait
-from devstack.stack import open_stack
 
 _NO_TTY = "not confirmed: no terminal to ask on (pass --yes)"
 
@@ -90,7 +90,14 @@ def work_dir_option(args: argparse.Namespace) -> dict[str, Path]:
 
 def open_from(args: argparse.Namespace) -> auto.Stack:
     """The stack the stack options name."""
-    return open_stack(args.workspace, args.backend_url, **work_dir_option(args))
+    return workspace_from(args).stack
+
+
+def workspace_from(args: argparse.Namespace) -> Workspace:
+    """The workspace the stack options name, opened through the Python API (devstack.api), waiting for
+    another run's lock as --lock-wait says."""
+    wait = lock_wait(args) if hasattr(args, "lock_wait") else None
+    return open_workspace(args.workspace, args.backend_url, args.work_dir, lock_wait=wait)
 
 
 def guarded(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

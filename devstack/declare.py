@@ -37,6 +37,16 @@ from providers.instances import SharedInstance
 Out = Callable[[str], None]
 
 
+#: Per-domain aliases: command -> (engines it may use, kind, add verb, remove verb).
+ALIASES: dict[str, tuple[tuple[str, ...], str, str, str]] = {
+    "db": (("postgres",), "database", "create", "rm"),
+    "s3": (("minio", "localstack"), "bucket", "mb", "rb"),
+    "queue": (("localstack",), "queue", "add", "rm"),
+    "topic": (("kafka",), "topic", "add", "rm"),
+    "stream": (("nats",), "stream", "add", "rm"),
+}
+
+
 # --- one resource of one project --------------------------------------------
 
 

@@ -23,7 +23,6 @@ null when it could not be checked; `notes` are warnings that leave it usable.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib
 import importlib.metadata
@@ -31,9 +30,8 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +44,6 @@ from components.validation import WorkspaceInvalid, validate
 from components.yamlfile import load_yaml_if_usable, stack_config_file
 from devstack.errors import DevstackError
 from devstack.ledger import short_stack_name
-from devstack.ledger_cli import add_output_options
 from providers import registry
 from providers.engine import NoAnswer, Probed, Rejected, Unfit
 from providers.errors import first_line
@@ -182,7 +179,7 @@ class InstanceHealth:
         """The verbs this instance's problems disable (none when it is fine)."""
         if self.ok:
             return []
-        from devstack.imperative import ALIASES
+        from devstack.declare import ALIASES
 
         verbs = [f"{alias} {add}|{rm}" for alias, (engines, _, add, rm) in ALIASES.items() if self.engine in engines]
         return verbs + [f"resource create {self.engine} <kind> --instance {self.name}"]
@@ -345,42 +342,28 @@ def _local_port(engine: str) -> int | None:
         return None
 
 
-# --- command line ------------------------------------------------------------------
+# --- the verb ---------------------------------------------------------------------
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("doctor", help="what works here: instances, credentials, kinds, toolchain",
-                                   description=__doc__.splitlines()[0])
-    parser.add_argument("--workspace", "-w", default="local", help="the workspace (stack) name (default: local)")
-    parser.add_argument("--backend-url", help="the Pulumi backend (default: $PULUMI_BACKEND_URL, else the checkout's file backend)")
-    parser.add_argument("--work-dir", type=Path, default=None, help="directory of the program and stack config")
-    add_output_options(parser, "doctor.schema.json")
-    parser.set_defaults(func=_run)
+def examine(workspace: str, backend_url: str | None, work_dir: Path, *, env: Mapping[str, str] | None = None) -> Report:
+    """The doctor's report on the stack `workspace`: its config read through the CLI (or, with a broken CLI,
+    from its file), its instances probed, its declarations validated, its history checked for plaintext
+    secrets. DevstackError only when the stack cannot be read at all."""
+    config, root, unreadable, url = _read_config(workspace, backend_url, work_dir, env=env)
+    plain, secure = _plain_config(root, workspace)
+    report = diagnose(config, root, workspace, unreadable=unreadable, plaintext=frozenset(plain))
+    report.problems += plaintext_in_history(url, root, workspace, secure)
+    return report
 
 
-def _run(args: argparse.Namespace) -> int:
-    work_dir = args.work_dir or ROOT
-    try:
-        config, root, unreadable, backend_url = _read_config(args.workspace, args.backend_url, work_dir)
-    except DevstackError as err:
-        print(err, file=sys.stderr)
-        return err.exit_code
-    plain, secure = _plain_config(root, args.workspace)
-    report = diagnose(config, root, args.workspace, unreadable=unreadable, plaintext=frozenset(plain))
-    report.problems += plaintext_in_history(backend_url, root, args.workspace, secure)
-    if not args.quiet:
-        print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
-    return 0 if report.ok else 1
-
-
-def _read_config(workspace: str, backend_url: str | None,
-                 work_dir: Path) -> tuple[dict[str, Any], Path, frozenset[str], str | None]:
+def _read_config(workspace: str, backend_url: str | None, work_dir: Path, *,
+                 env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Path, frozenset[str], str | None]:
     """The stack's config with secrets (through the CLI), its directory and its backend's URL; without a
     working CLI, the file's plain part, the names of the secret keys it could not decrypt and no URL."""
     from devstack.ledger import open_stack, stack_config
 
     try:
-        stack = open_stack(workspace, backend_url, work_dir)
+        stack = open_stack(workspace, backend_url, work_dir, env=env)
     except DevstackError:
         raise
     except Exception:  # the CLI itself is broken: the toolchain check says how to fix it

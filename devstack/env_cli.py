@@ -19,11 +19,9 @@ import shlex
 import subprocess
 import sys
 
-from devstack.command import add_output_options, add_stack_options, emit_json, guarded, note, open_from
-from devstack.environment import last_up_failed, service_env
+from devstack.command import add_output_options, add_stack_options, emit_json, guarded, note, workspace_from
 from devstack.errors import InvalidQuery
 from devstack.models import ServiceEnv
-from devstack.state import tracked_resources
 
 #: The exit status of a command that cannot be started, as shells report it.
 NOT_STARTED = 127
@@ -44,19 +42,10 @@ def run_env(args: argparse.Namespace) -> int:
 
 
 def _environment(args: argparse.Namespace, show_secrets: bool) -> ServiceEnv:
-    """The service's environment, with a warning on stderr when the outputs it comes from may be stale."""
-    stack = open_from(args)
-    found = service_env(stack, args.project, args.service, show_secrets=show_secrets)
-    if last_up_failed(stack):
-        note(args, "warning: the last `pulumi up` failed, and Pulumi keeps the stack outputs of the last one that "
-             "finished: values changed since (a rotated password, say) may be old here; run `pulumi up`")
-    # A refresh found the login changed behind Pulumi's back: what the outputs hold for it no longer works.
-    stale = [str(t.ident) for t in tracked_resources(stack)
-             if t.ident.owner == args.project and t.props.get("passwordInSync") is False]
-    if stale:
-        note(args, f"warning: a refresh found that the password of {', '.join(stale)} no longer works (changed "
-             f"behind Pulumi's back): values built on it fail until `pulumi up` sets it again")
-    return found
+    """The service's environment (devstack.api), warnings on stderr when the outputs it comes from may be stale."""
+    found = workspace_from(args).env(args.project, args.service, show_secrets=show_secrets,
+                                     warn=lambda text: note(args, text))
+    return found.service_env()
 
 
 def exec_with_env(command: list[str], env: dict[str, str]) -> int:

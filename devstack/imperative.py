@@ -26,12 +26,9 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
-
-from pulumi import automation as auto
-from pydantic import Field
 
 from devstack import yamledit
+from devstack.api import Change
 from devstack.command import (
     add_lock_option,
     add_output_options,
@@ -41,42 +38,12 @@ from devstack.command import (
     open_from,
     quiet_stdout,
 )
-from devstack.declare import Out, Outcome, Target, attributes, create, parse_params, remove, resolve
+from devstack.declare import ALIASES, Out, Outcome, Target, create, parse_params, remove, resolve
 from devstack.errors import Confirm, DevstackError, InvalidQuery
 from devstack.ledger_cli import add_gc_options, run_gc
 from devstack.locks import verb_lock
-from devstack.models import Model
-from devstack.stack import command_error
 from devstack.workspace import InvalidDeclaration, Workspace
 from providers import registry
-from providers.identity import Identity
-
-#: Per-domain aliases: command -> (engines it may use, kind, add verb, remove verb).
-ALIASES: dict[str, tuple[tuple[str, ...], str, str, str]] = {
-    "db": (("postgres",), "database", "create", "rm"),
-    "s3": (("minio", "localstack"), "bucket", "mb", "rb"),
-    "queue": (("localstack",), "queue", "add", "rm"),
-    "topic": (("kafka",), "topic", "add", "rm"),
-    "stream": (("nats",), "stream", "add", "rm"),
-}
-
-
-class VerbReport(Model):
-    """What `resource create`, an alias's add or its removal did (--json)."""
-
-    workspace: str
-    action: str = Field(description="create or remove")
-    id: str = Field(description="canonical identity: engine/instance/kind/name@owner")
-    project: str
-    engine: str
-    instance: str
-    kind: str
-    name: str
-    file: str = Field(description="the project's devstack.yaml, relative to the work dir")
-    file_changed: bool
-    changes: dict[str, int] = Field(description="the targeted update's counts of changes, by operation")
-    data_dropped: bool = Field(description="a removal with --purge-data dropped the data")
-    attributes: dict[str, Any] = Field(description="a create's attributes; secret ones read \"[secret]\"")
 
 
 def _common(parser: argparse.ArgumentParser, schema: str) -> None:
@@ -181,16 +148,9 @@ def _run_remove(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, target: Target, outcome: Outcome, done: str) -> None:
-    created = done == "created"
-    shown = attributes(target, outcome.outputs or _stack_outputs(target)) if created else {}
+    change = Change.of(target, outcome, "create" if done == "created" else "remove", purged=done == "dropped")
     if args.json:
-        ident = Identity(target.instance.engine, target.instance.name, target.kind, target.name, target.project.name)
-        print(json.dumps(VerbReport(
-            workspace=target.workspace.stack.name, action="create" if created else "remove", id=str(ident),
-            project=target.project.name, engine=target.instance.engine, instance=target.instance.name,
-            kind=target.kind, name=target.name, file=target.project.relative, file_changed=outcome.file_changed,
-            changes=outcome.changes, data_dropped=done == "dropped" and bool(outcome.changes.get("delete")),
-            attributes=shown).as_json(), indent=2, sort_keys=True))
+        print(json.dumps(change.as_json(), indent=2, sort_keys=True))
         return
     if not outcome.changes and not outcome.file_changed:
         print(f"{target.what}: nothing to change")
@@ -198,16 +158,8 @@ def _report(args: argparse.Namespace, target: Target, outcome: Outcome, done: st
         summary = ", ".join(f"{n} {op}" for op, n in sorted(outcome.changes.items())) or "no update"
         print(f"{target.what}: {done} ({summary}; {target.project.relative}"
               f"{' updated' if outcome.file_changed else ' unchanged'})")
-    for name, value in shown.items():
+    for name, value in change.attributes.items():
         print(f"  {name}: {value}")
-
-
-def _stack_outputs(target: Target) -> dict[str, Any]:
-    """The stack's outputs, for the attributes of a create that changed nothing (no update ran)."""
-    try:
-        return target.workspace.stack.outputs()
-    except auto.errors.CommandError as err:
-        raise command_error("read the outputs of", target.what, err) from err
 
 
 def _confirm(args: argparse.Namespace) -> Confirm:

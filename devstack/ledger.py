@@ -1,6 +1,6 @@
 """The ledger (the Pulumi stack state) as a typed Python API: the entry points of the modules below,
 in one namespace. Functions return pydantic models (devstack.models) and raise the typed errors of
-`devstack.errors`.
+`devstack.errors`. devstack.api opens a workspace as a whole (up, preview, env, create, doctor ...) over them.
 
 - `open_stack(workspace="local", backend_url=None, work_dir=ROOT, *, env=None, create=False) -> auto.Stack`
   (devstack.stack, with `run_cli`, `short_stack_name`, `file_backend_root`)

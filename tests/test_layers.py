@@ -24,8 +24,9 @@ DEVSTACK_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("state", frozenset({"errors", "stack", "locks", "state", "history", "workspace", "yamledit", "scan"})),
     ("models", frozenset({"models"})),
     ("verbs", frozenset({"listing", "removal", "recovery", "environment", "gc", "declare"})),
-    ("api", frozenset({"ledger"})),
-    ("cli", frozenset({"cli", "__main__", "command", "ledger_cli", "env_cli", "imperative", "doctor"})),
+    ("api", frozenset({"ledger", "api", "doctor", "ephemeral"})),
+    ("cli", frozenset({"cli", "__main__", "command", "ledger_cli", "env_cli", "imperative", "doctor_cli",
+                       "pytest_plugin"})),
 )
 #: Packages below devstack, which never import it.
 BELOW_DEVSTACK = ("providers", "components")
