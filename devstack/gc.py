@@ -1,8 +1,9 @@
 """`devstack resource gc`: engine scans (devstack.scan) reconciled against the ledger.
 
 `collect_garbage` scans and reports; with `prune` it drops the orphans it found
-through their providers, one engine call each, and touches nothing else (not
-the ledger, not foreign resources, not other workspaces' resources).
+through their providers, one engine call each, records them in the ledger's
+history (gc.drop) with what its scan saw, and touches nothing else (not the
+state, not foreign resources, not other workspaces' resources).
 `reconcile` only reads; `prune_orphans` drops the orphans it is given.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,11 @@ from pulumi import automation as auto
 from pydantic import Field
 
 from components.yamlfile import encryption_salt, unreadable_reason
+from devstack import history
 from devstack.errors import Confirm, DevstackError, InvalidQuery, require_confirmation
 from devstack.locks import LockWait, wait_while_locked
 from devstack.models import Filters, Model, validate_filters
+from devstack.removal import history_kept
 from devstack.scan import Found, naming_mapping, scan
 from devstack.stack import short_name
 from devstack.state import Tracked, drop_data, instances_config, tracked_resources
@@ -122,10 +126,15 @@ def collect_garbage(
     the engine. Foreign: no marker of ours, never touched. Resources marked
     for another workspace are listed apart and never touched either. With
     `prune` (after `confirm`), each orphan is dropped by its provider: one
-    engine call per orphan, nothing else (the ledger is not changed).
+    engine call per orphan, nothing else (the state is not changed).
     Retained: marked for this workspace, outside the ledger, of a project it
     still lists (an entry taken out of its devstack.yaml, data retained);
     pruned only with `include_retained` too.
+
+    A prune also writes the ledger's history: a gc.drop tombstone per pruned
+    object, and for each instance scanned completely (without `project`,
+    which a scan's scope cannot express) its entries found active, the
+    others stale. An instance whose scan failed changes nothing.
     """
     filters = validate_filters(engine, kind, project)
     if prune:
@@ -137,16 +146,20 @@ def collect_garbage(
     # The program knows its stack by the short name (`local` of `organization/local`), as the config file is named.
     short = short_name(stack)
     mark = marker_workspace(short, encryption_salt(Path(stack.workspace.work_dir), short))
-    report = reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
+    at = history.now()
+    report, observed = _reconciled(stack.name, mark, filters, config, projects, tracked_resources(stack))
     doomed = report.orphans + (report.retained if include_retained else [])
     if not (prune and doomed):
+        if prune:
+            _record_scan(stack, config, report, observed, at)
         return report
     require_confirmation(confirm, f"drop {len(report.orphans)} orphans"
                          + (f" and {len(report.retained)} retained" if include_retained else "") + ": "
                          + ", ".join(f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}" for o in doomed))
     # While the question was open, an up may have adopted one (this workspace's, or another's that
     # re-marked it): drop only what a fresh scan, against the ledger as it is now, still finds so.
-    fresh = reconcile(stack.name, mark, filters, config, projects, tracked_resources(stack))
+    at = history.now()
+    fresh, observed = _reconciled(stack.name, mark, filters, config, projects, tracked_resources(stack))
     still = {item.same_object for item in fresh.orphans + (fresh.retained if include_retained else [])}
     left = [GcError(engine=o.engine, instance=o.instance,
                     error=f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}: "
@@ -155,7 +168,34 @@ def collect_garbage(
                           + "; left as it is")
             for o in doomed if o.same_object not in still]
     pruned, errors = prune_orphans(config, [o for o in doomed if o.same_object in still])
+    _record_scan(stack, config, fresh, observed, at)
+    _record_pruned(stack, doomed, pruned)
     return report.model_copy(update={"pruned": pruned, "errors": report.errors + left + errors})
+
+
+def _record_scan(stack: auto.Stack, config: Mapping[str, Any], report: GcReport,
+                 observed: Mapping[tuple[str, str], list[str]], at: datetime) -> None:
+    """Each instance the scan read completely, in the history: the entries it found active, last seen `at`
+    (when the scan began), the others of its kinds stale. Never an instance whose scan failed."""
+    if report.filters.project is not None:
+        return  # the scan saw only that project's entries, the history's scope is the whole instance
+    configured = instances_from_config(config)
+    for name in report.scanned:
+        engine = configured[name].engine
+        with history_kept():
+            history.reconcile(stack, engine, name, observed.get((engine, name), []), at,
+                              kinds=_kinds_in_scope(engine, report.filters))
+
+
+def _record_pruned(stack: auto.Stack, doomed: list[GcItem], pruned: list[str]) -> None:
+    """A gc.drop tombstone for each object pruned, named as prune_orphans names it."""
+    rows = [history.snapshot_row(o.engine, o.instance, o.kind, o.name, o.project, engineName=o.engine_name,
+                                 stack=o.stack) for o in doomed if o.name and o.project]
+    done = set(pruned)
+    rows = [r for r in rows if r["id"] in done]
+    if rows:
+        with history_kept():
+            history.record_removal(stack, [], "prune", kind="gc.drop", rows=rows)
 
 
 
@@ -235,6 +275,13 @@ def _elsewhere(marked: str, mark: str) -> str:
 def reconcile(
     workspace: str, mark: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
 ) -> GcReport:
+    """Sort every scanned resource (see `_reconciled`)."""
+    return _reconciled(workspace, mark, filters, config, projects, tracked)[0]
+
+
+def _reconciled(
+    workspace: str, mark: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
+) -> tuple[GcReport, dict[tuple[str, str], list[str]]]:
     """Sort every scanned resource into managed, orphan, retained, foreign or another workspace's; list stale
     ledger entries. Orphans belong to projects the workspace no longer lists; retained ones, outside the
     ledger, to projects it still lists.
@@ -243,6 +290,8 @@ def reconcile(
     so is ever this workspace's orphan. One marked with the stack's bare name (as markers were before
     they named the ledger) is this workspace's only while its ledger holds it: outside, it may be
     another clone's stack of that name.
+
+    Also returns the ids of the ledger entries the scan found, by their (engine, instance).
     """
     ours = {mark, marked_stack(mark)[0]}
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
@@ -296,8 +345,13 @@ def reconcile(
                reason="in the ledger but missing from the engine (`pulumi refresh` drops it from the ledger)")
         for key, t in sorted(ledger.items(), key=lambda item: item[1].sort_key) if key not in matched
     ]
+    observed: dict[tuple[str, str], list[str]] = {}
+    for key in matched:
+        ident = ledger[key].ident
+        observed.setdefault((ident.engine, ident.instance), []).append(str(ident))
     return GcReport(workspace=workspace, filters=filters, scanned=scanned, managed=managed, orphans=orphans,
-                    retained=retained, stale=stale, foreign=foreign, other_workspaces=others, pruned=[], errors=errors)
+                    retained=retained, stale=stale, foreign=foreign, other_workspaces=others, pruned=[],
+                    errors=errors), observed
 
 
 def prune_orphans(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], list[GcError]]:

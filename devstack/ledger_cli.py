@@ -49,7 +49,6 @@ from devstack.command import (
     table,
     work_dir_option,
 )
-from devstack import history
 from devstack.errors import DevstackError, InvalidQuery, NotFound
 from devstack.gc import GcItem, collect_garbage
 from devstack.listing import DEFAULT_LIMIT, MAX_LIMIT, list_resources, resource_history, show_resource
@@ -230,30 +229,6 @@ def run_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _record(stack, ids: list[str], cause: str, kind: str = "drop", rows: list[dict] | None = None) -> None:
-    """Tombstones for what a verb removed; a history store that cannot be written is said, not fatal (the
-    next read derives the tombstones from the state, cause `state`)."""
-    if not ids and not rows:
-        return
-    try:
-        history.record_removal(stack, ids, cause, kind=kind, rows=rows or ())
-    except DevstackError as err:
-        print(f"warning: {err}", file=sys.stderr)
-
-
-def _sync(stack) -> None:
-    try:
-        history.sync_history(stack)
-    except DevstackError as err:
-        print(f"warning: {err}", file=sys.stderr)
-
-
-def _orphan_row(item: GcItem) -> dict[str, Any]:
-    """A pruned orphan as a tombstone's row, named as gc names what it pruned: it never was in the ledger."""
-    return history.snapshot_row(item.engine, item.instance, item.kind, str(item.name), str(item.project),
-                                engineName=item.engine_name, stack=item.stack)
-
-
 # --- gc -------------------------------------------------------------------------------------
 
 
@@ -268,9 +243,6 @@ def run_gc(args: argparse.Namespace) -> int:
         report = collect_garbage(stack, engine=args.engine, kind=args.kind, project=args.project,
                                         prune=args.prune, include_retained=args.include_retained,
                                         confirm=confirmer(args), lock_wait=wait)
-        pruned = set(report.pruned)
-        orphans = [_orphan_row(i) for i in [*report.orphans, *report.retained] if i.name and i.project]
-        _record(stack, [], "prune", "gc.drop", [r for r in orphans if r["id"] in pruned])
     if args.json:
         emit_json(report)
     else:
@@ -304,7 +276,6 @@ def run_rm(args: argparse.Namespace) -> int:
     stack, wait = open_from(args), lock_wait(args)
     edits: list[tuple[Path, str, str]] = []
     with verb_lock(stack, "remove", args.name, wait):
-        _sync(stack)  # the history knows the entry before it leaves the state
         # The file side: without it the next `pulumi up` would declare and adopt it again. Checked
         # before the ledger changes, as `pulumi preview` would check it (an import of the entry, say).
         removal = remove_resource(stack, args.name, engine=args.engine,
@@ -316,7 +287,6 @@ def run_rm(args: argparse.Namespace) -> int:
             write_text(path, text)
             if not args.json:
                 print(f"removed its declaration from {relative}")
-        _record(stack, [removal.resource.id], "rm --purge-data" if removal.data_dropped else "rm")
     if args.json:
         emit_json(removal.model_copy(update={"edited": [relative for _, _, relative in edits]}))
     elif removal.data_dropped:
@@ -370,12 +340,8 @@ def run_destroy(args: argparse.Namespace) -> int:
         raise InvalidQuery("destroy", "--project ''", "the value is empty", "name a project, or leave --project out "
                            "to destroy the whole workspace")
     with verb_lock(stack, "destroy", f"workspace {stack.name!r}", wait):
-        _sync(stack)
         result = destroy_stack(stack, purge_data=args.purge_data, confirm=confirmer(args), lock_wait=wait,
                                       project=args.project)
-        dropped = set(result.dropped)
-        _record(stack, [i for i in result.untracked if i in dropped], "destroy --purge-data")
-        _record(stack, [i for i in result.untracked if i not in dropped], "destroy")
     if args.json:
         emit_json(result)
         return 0

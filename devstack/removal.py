@@ -7,13 +7,17 @@ before anything changes. It is asked only when data would be dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pulumi import automation as auto
 
+from devstack import history
 from devstack.errors import (
     Confirm,
+    DevstackError,
     EngineError,
     IdentityConflict,
     InvalidQuery,
@@ -25,6 +29,18 @@ from devstack.models import Destruction, Removal, Resource, validate_filters
 from devstack.listing import find_resource
 from devstack.stack import cli_error, gracefully
 from devstack.state import Tracked, configured_provider, drop_data, instances_config, tracked_resources
+
+log = logging.getLogger("devstack")
+
+
+@contextmanager
+def history_kept() -> Iterator[None]:
+    """Around a history write of a verb that already changed (or is about to change) the state: a store
+    that cannot be written is logged, not raised; the next read derives the tombstones, cause `state`."""
+    try:
+        yield
+    except DevstackError as err:
+        log.warning("warning: %s", err)
 
 
 def _state_delete(stack: auto.Stack, urns: list[str], wait: LockWait) -> None:
@@ -105,6 +121,8 @@ def remove_resource(
         gone = not dropped
     done = Removal(workspace=stack.name, resource=Resource.of(target), untracked=False,
                    data_dropped=dropped, already_gone=gone)
+    with history_kept():
+        history.sync_history(stack)  # the history holds the entry before it leaves the state
     try:
         _state_delete(stack, [target.urn], wait)
     except EngineError as err:
@@ -114,6 +132,8 @@ def remove_resource(
                                   "its data was dropped, and the ledger and its devstack.yaml still list it: "
                                   "once the stack is free, run this again (it finds the data gone and finishes)"),
                       done) from err
+    with history_kept():
+        history.record_removal(stack, [str(target.ident)], "rm --purge-data" if dropped else "rm")
     return done.model_copy(update={"untracked": True})
 
 
@@ -146,6 +166,16 @@ def drop_order(tracked: list[Tracked]) -> list[Tracked]:
         ordered += ready
         remaining = [t for t in remaining if t not in ready]
     return ordered
+
+
+def _record_destroyed(stack: auto.Stack, ids: list[str], dropped: set[str]) -> None:
+    """Tombstones for what a destroy took out of the ledger: cause `destroy --purge-data` for those whose
+    data it dropped, `destroy` for the others (kept, or already gone)."""
+    for cause, chosen in (("destroy --purge-data", [i for i in ids if i in dropped]),
+                          ("destroy", [i for i in ids if i not in dropped])):
+        if chosen:
+            with history_kept():
+                history.record_removal(stack, chosen, cause)
 
 
 def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confirm | None = None,
@@ -191,6 +221,9 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
                                         f"{err.hint}; {len(dropped)} resource(s) before it were dropped, the "
                                         "ledger is unchanged: `pulumi refresh`, then destroy again"),
                               done()) from err
+    if tracked:
+        with history_kept():
+            history.sync_history(stack)
     try:
         _state_delete(stack, [t.urn for t in tracked], wait)
     except EngineError as err:
@@ -200,6 +233,7 @@ def destroy_stack(stack: auto.Stack, *, purge_data: bool = False, confirm: Confi
                                   f"the data of {len(dropped)} resource(s) was dropped, and the ledger still "
                                   "lists them: once the stack is free, `pulumi refresh`, then destroy again"),
                       done()) from err
+    _record_destroyed(stack, [str(t.ident) for t in tracked], set(dropped))
     if project is not None:
         return done(untracked=True)
     try:

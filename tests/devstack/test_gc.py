@@ -24,6 +24,7 @@ import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -228,13 +229,7 @@ def planted(sandbox: Sandbox, admin, local_shared):
     project_file.parent.mkdir()
     project_file.write_text(f"apiVersion: devstack/v1\nkind: Project\nname: {p}\nresources: []\n")
     config = workspace_config(local_shared, admin, workspace, [f"{p}/devstack.yaml"])
-    stack = sandbox.open(workspace, create=True)
-    from pulumi import automation as auto
-
-    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(config["devstack:workspace"])))
-    for key, value in config.items():
-        if key != "devstack:workspace":
-            stack.set_config(key, auto.ConfigValue(value, secret=True))
+    stack = configured(sandbox, workspace, config)
     made: list[tuple] = []
     try:
         yield _plant(sandbox, stack, config, workspace, p, gone, made)
@@ -243,6 +238,18 @@ def planted(sandbox: Sandbox, admin, local_shared):
             drop_quietly(config, engine, instance, kind, name, owner)
         remove_foreign(config, p)
         drop_quietly(config, "nats", "events", "account", p, p)  # the account its nats orphans made
+
+
+def configured(sandbox: Sandbox, workspace: str, config: dict[str, Any]):
+    """A new stack of the sandbox with `config` (workspace_config's) as its stack config."""
+    from pulumi import automation as auto
+
+    stack = sandbox.open(workspace, create=True)
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(config["devstack:workspace"])))
+    for key, value in config.items():
+        if key != "devstack:workspace":
+            stack.set_config(key, auto.ConfigValue(value, secret=True))
+    return stack
 
 
 def _plant(sandbox, stack, config, workspace, p, gone, made) -> dict[str, Any]:
@@ -341,7 +348,16 @@ def test_gc_reports_then_prunes_only_orphans(planted, validator):
     assert keys(after["stale"]) == planted["stale"] | {gone_role}
     assert planted["foreign"] <= keys(after["foreign"])  # foreign: never touched
     assert planted["others"] <= keys(after["other_workspaces"])  # other workspaces': never touched
-    assert listing.list_resources(planted["stack"]).total == 8  # the ledger is not changed by gc
+    # The state is not changed by gc; its history is: the scans marked the entries they missed stale,
+    # and the role pruned is a tombstone (as every retained object pruned, never in the ledger).
+    stack, gone_id = planted["stack"], f"postgres/pg/role/gone@{planted['gone']}"
+    assert len(state.tracked_resources(stack)) == 8
+    assert {(r.engine, r.kind, engine_name(r.engine, r.kind, r.name, r.project))
+            for r in listing.list_resources(stack, lifecycle="stale").items} == planted["stale"]
+    deleted = {r.id for r in listing.list_resources(stack, lifecycle="deleted", limit=200).items}
+    assert gone_id in deleted and len(deleted) == 1 + len(planted["retained"])
+    events = listing.resource_history(stack, "gone", project=planted["gone"], kind="role").events
+    assert [(e.kind, e.cause) for e in events if e.kind != "provision"] == [("gc.drop", "prune")]
 
 
 @pytest.mark.parametrize("engine, kind, name, owner", [
@@ -659,3 +675,48 @@ def test_gc_in_another_checkout_with_the_same_stack_name_leaves_this_ones_resour
                             "-w", "twin")
     assert [o["engine_name"] for o in mine["retained"]] == [a] and len(mine["pruned"]) == 1
     assert not acl_user_exists(admin, local_shared, a) and acl_user_exists(admin, local_shared, b)
+
+
+def test_a_prune_from_python_records_its_drops_and_leaves_an_unreachable_instance_as_it_was(sandbox, admin,
+                                                                                          local_shared):
+    """collect_garbage(prune=True), as devstack.api calls it: the orphan pruned is a tombstone (gc.drop,
+    cause prune); on the instance scanned, the entry found is active and seen now, the one missing
+    stale, its last seen kept; on the instance that did not answer, an entry it may not hold stays active."""
+    from tools.engines.base import closed_port
+
+    p, gone, workspace = f"r{token()}", f"s{token()}", f"gh{token()}"
+    (sandbox.work / p).mkdir()
+    (sandbox.work / p / "devstack.yaml").write_text(f"apiVersion: devstack/v1\nkind: Project\nname: {p}\n"
+                                                    "resources: []\n")
+    shared = {"pg": local_shared["pg"], "cache": {**local_shared["cache"], "port": closed_port()}}
+    config = workspace_config(shared, admin, workspace, [f"{p}/devstack.yaml"])
+    stack = configured(sandbox, workspace, config)
+    rows = [{"engine": "postgres", "instance": "pg", "kind": "database", "name": f"{p}-missing", "owner": p},
+            {"engine": "postgres", "instance": "pg", "kind": "role", "name": "managed", "owner": p},
+            {"engine": "redis", "instance": "cache", "kind": "acl_user", "name": p, "owner": p}]
+    import_state(stack, synthetic_resources(workspace, rows))
+    mark = marker_workspace(workspace, encryption_salt(Path(stack.workspace.work_dir), workspace))
+    made = [("postgres", "pg", "role", "managed", p), ("postgres", "pg", "role", "orphan", gone)]
+    try:
+        for identity in made:
+            create(config, *identity, mark)
+        started = datetime.now(timezone.utc)
+        report = gc.collect_garbage(stack, prune=True, confirm=lambda text: True)
+    finally:
+        for identity in made:
+            drop_quietly(config, *identity)
+    assert report.pruned == [f"postgres/pg/role/orphan@{gone}"] and report.managed == 1
+    assert report.scanned == ["pg"] and [e.instance for e in report.errors] == ["cache"]
+
+    def rows_of(lifecycle: str) -> dict[str, models.Resource]:
+        return {r.id: r for r in listing.list_resources(stack, lifecycle=lifecycle).items}
+
+    missing, managed, unreached = (f"postgres/pg/database/{p}-missing@{p}", f"postgres/pg/role/managed@{p}",
+                                   f"redis/cache/acl_user/{p}@{p}")
+    stale, active = rows_of("stale"), rows_of("active")
+    assert set(stale) == {missing} and set(active) == {managed, unreached}
+    assert stale[missing].last_seen < started and active[unreached].last_seen < started  # the state's, kept
+    assert active[managed].last_seen >= started  # seen by this scan
+    assert set(rows_of("deleted")) == {f"postgres/pg/role/orphan@{gone}"}
+    events = listing.resource_history(stack, "orphan", project=gone, kind="role").events
+    assert [(e.kind, e.cause) for e in events] == [("gc.drop", "prune")]

@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devstack import removal, state
+from pulumi import automation as auto
+
+from devstack import listing, removal, state
 from devstack.errors import Aborted, EngineError, InvalidQuery
+from providers.identity import Identity
 from tests.devstack.conftest import (
     Sandbox,
     box_ids,
@@ -25,6 +28,7 @@ from tests.devstack.conftest import (
     import_state,
     make_env,
     synthetic_resources,
+    token,
     tracking_alpha,
 )
 from tests.devstack.stacks import (
@@ -279,3 +283,46 @@ def test_resource_rm_of_a_topic_an_acl_is_only_ordered_after_says_how_to_remove_
     assert code == 2 and f"kafka/kafka/acl/{scratch.project}@{scratch.project}" in err
     assert "only made after it" in err and "devstack topic rm" in err
     assert scratch.file.read_text() == declared and f"kafka/topic/{name}" in scratch.state_keys()
+
+
+def test_rm_and_destroy_from_python_leave_tombstones_with_their_cause(tmp_path, admin, local_shared):
+    """remove_resource and destroy_stack, called as devstack.api calls them (no CLI): what each takes out
+    of the state is a tombstone whose drop event names the verb, never the `state` a later read infers."""
+    p = f"rh{token()}"
+    sandbox = Sandbox(env=make_env(tmp_path / "pulumi"), work=tmp_path)
+    stack = sandbox.open("hist", create=True)
+    rows = [{"engine": "postgres", "instance": "pg", "kind": "database", "name": n, "owner": o}
+            for n, o in (("kept", p), (p, p), ("beta", f"{p}b"), ("gamma", f"{p}g"))]
+    entries = synthetic_resources("hist", rows)
+    import_state(stack, entries)
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(
+        {"name": "hist", "shared": {"pg": local_shared["pg"]}, "projects": []})))
+    stack.set_config(f"devstack:{local_shared['pg']['adminSecret']}", auto.ConfigValue(admin["postgres"].password,
+                                                                                       secret=True))
+    config = state.instances_config(stack)
+    real = next(e for e in entries if e.get("inputs", {}).get("name") == p)["inputs"]  # made as its up would
+    state.configured_provider(config, "postgres", "database").create(real)
+    ident = f"postgres/pg/database/{p}@{p}"
+    try:
+        assert database_exists(admin, p)
+        removal.remove_resource(stack, "kept", project=p)
+        dropped = removal.remove_resource(stack, p, project=p, purge_data=True, confirm=lambda text: True)
+        assert dropped.data_dropped and not database_exists(admin, p)
+        removal.destroy_stack(stack, project=f"{p}b")
+        removal.destroy_stack(stack)
+    finally:
+        state.drop_data(config, Identity.from_props(real), real)  # gone already unless the test failed first
+
+    def drops(name: str, project: str) -> list[tuple[str, str]]:
+        found = listing.resource_history(stack, name, project=project)
+        assert found.resource.lifecycle == "deleted" and found.resource.deleted_at is not None
+        return [(e.kind, e.cause) for e in found.events if e.kind != "provision"]
+
+    assert drops("kept", p) == [("drop", "rm")]
+    assert drops(p, p) == [("drop", "rm --purge-data")]
+    assert drops("beta", f"{p}b") == [("drop", "destroy")]
+    assert drops("gamma", f"{p}g") == [("drop", "destroy")]
+    deleted = listing.list_resources(stack, lifecycle="deleted")
+    assert {r.id for r in deleted.items} == {f"postgres/pg/database/kept@{p}", ident, f"postgres/pg/database/beta@{p}b",
+                                            f"postgres/pg/database/gamma@{p}g"}
+    assert listing.list_resources(stack).total == 0
