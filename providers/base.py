@@ -3,6 +3,9 @@
 A kind is its description (providers.description) plus the hooks that talk to the engine: `observe`,
 `create_resource`, `update_resource`, `drop`, optionally `drift`, `refusals`, `login_works`,
 `failures_named`. Admin credentials arrive through `configure`, never through inputs.
+
+Every verb that writes outputs writes the entry's lifecycle (providers.lifecycle): a refresh that misses
+the resource keeps it, stale, and the next `up` makes it again or adopts it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pulumi.dynamic import (CheckResult, ConfigureRequest, CreateResult, DiffRes
                             UpdateResult)
 from pydantic import BaseModel
 
-from providers.description import POLICY_FIELDS, REACH, EngineObject, KindDescription
+from providers import lifecycle
+from providers.description import POLICY_FIELDS, REACH, REFS, EngineObject, KindDescription
 from providers.errors import Conflict, InvalidSpec, NotFound, Unsupported
 from providers.identity import CURRENT_NAMING, NAMING, PREFIXED, Identity, naming_of
 from providers.instances import SharedInstance, adoptions_from_config, instances_from_config
@@ -144,6 +148,8 @@ class KindProvider(KindDescription, ResourceProvider):
         changes += [REACH] if self.reach_kind and self.exact_reach(olds) != self.exact_reach(news) else []
         # Outputs any kind may report: a login that no longer works, settings beyond the params.
         changes += self.drift(olds) + [name for name in ("passwordInSync", "configInSync") if olds.get(name) is False]
+        # A refresh missed it: the update makes it again (or adopts it), and the preview says so.
+        changes += [lifecycle.LIFECYCLE] if lifecycle.is_stale(olds) else []
         # The server moved, or its host is spelled anew: an update gives every importing service the new address.
         instance = self._instances.get(str(news.get("instance")))
         if instance is not None and "host" in olds:
@@ -160,18 +166,8 @@ class KindProvider(KindDescription, ResourceProvider):
         spec = self.Spec.model_validate(props.get("params") or {})
         ident, observed = self._adopted_naming(instance, ident)
         props = {**props, NAMING: ident.naming}
-        if observed is not None and observed.owner != ident.owner:
-            raise self._conflict("create", ident, observed)
-        if observed is not None:
-            self._refuse_elsewhere("create", ident, observed, props.get("stack"))
-            # Ours already (a killed run's, or retained by a replace): adopted as it is where it cannot change.
-            wanted, live = spec.model_dump(mode="json"), {**observed.attributes, "params": observed.params}
-            fixed = frozenset(key for key in self.create_only if not self.holds(key, wanted.get(key), live))
-            self.require_same("create", ident, observed.params, wanted, fixed)
-        attributes = self.create_resource(instance, ident, spec, props)
-        with _held_lock:
-            _held_this_run[self.object_of(instance, ident)] = ident
-        return CreateResult(str(ident), {**props, **attributes})
+        return CreateResult(str(ident), {**self._make(instance, ident, spec, props, observed),
+                                         **lifecycle.active(None)})
 
     @_engine_failures_named
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -179,17 +175,20 @@ class KindProvider(KindDescription, ResourceProvider):
         instance = self._instance(ident, "read")
         observed = self.observe(instance, ident)
         if observed is None or observed.owner != ident.owner:
-            # Gone, or what has the name is someone else's: a blank id makes the ledger forget it (recording
-            # the other owner would make the next diff replace it, and a purge drop another project's data).
-            return ReadResult("", {})
+            # Gone, or what has the name is someone else's: kept, stale, as it was last seen (recording the
+            # other owner would make the next diff replace it, and a purge drop another project's data).
+            # The stale mark goes into the inputs too, where the preview shows it.
+            return ReadResult(id_, {**props, **lifecycle.stale(props)},
+                              {**self._inputs_of(props), lifecycle.LIFECYCLE: lifecycle.STALE})
         # The address as configured now: after the instance moves, a refresh points every export at it.
-        live = {**props, **self.address_outputs(instance), **observed.attributes}
+        live = {**props, **self.address_outputs(instance), **observed.attributes, **lifecycle.active(props)}
         live["params"] = {**(props.get("params") or {}), **observed.params}
         if props.get("password") and props.get("user"):
             works = self.login_works(instance, str(props["user"]), str(props["password"]))
             if works is not None:
                 live["passwordInSync"] = works  # false: drift, and the next update sets the password again
-        return ReadResult(id_, live)
+        # Back (made again by this project): the stale mark leaves the inputs with it.
+        return ReadResult(id_, live, self._inputs_of(props) if lifecycle.is_stale(props) else None)
 
     @_engine_failures_named
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -197,10 +196,15 @@ class KindProvider(KindDescription, ResourceProvider):
         instance = self._instance(ident, "update")
         ident = replace(ident, naming=naming_of(olds))  # made under these rules, it stays where they put it
         news = {**news, NAMING: ident.naming}
+        if lifecycle.is_stale(olds):
+            # A refresh missed it: made again, or adopted as create adopts (another project's: a Conflict).
+            spec = self.Spec.model_validate(news.get("params") or {})
+            made = self._make(instance, ident, spec, news, self.observe(instance, ident))
+            return UpdateResult({**made, **lifecycle.active(olds)})
         # Dropped, re-made by someone else, or adopted by another workspace since the last refresh:
         # converging it would hand it (and its data) to this project.
         self._refuse_elsewhere("update", ident, self._owned(instance, ident, "update"), olds.get("stack"))
-        return UpdateResult({**news, **self.update_resource(instance, ident, olds, news)})
+        return UpdateResult({**news, **self.update_resource(instance, ident, olds, news), **lifecycle.active(olds)})
 
     @_engine_failures_named
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -237,6 +241,31 @@ class KindProvider(KindDescription, ResourceProvider):
             self._not_elsewhere(instance, ident, props)
 
     # --- helpers ---------------------------------------------------------
+
+    def _make(self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any],
+              observed: Observed | None) -> dict[str, Any]:
+        """Create the resource, or adopt `observed` (what the engine has under `ident`) when it is this
+        project's; a Conflict, touching nothing, when it is another's. Returns its outputs."""
+        if observed is not None and observed.owner != ident.owner:
+            raise self._conflict("create", ident, observed)
+        if observed is not None:
+            self._refuse_elsewhere("create", ident, observed, props.get("stack"))
+            # Ours already (a killed run's, or retained by a replace): adopted as it is where it cannot change.
+            wanted, live = spec.model_dump(mode="json"), {**observed.attributes, "params": observed.params}
+            fixed = frozenset(key for key in self.create_only if not self.holds(key, wanted.get(key), live))
+            self.require_same("create", ident, observed.params, wanted, fixed)
+        attributes = self.create_resource(instance, ident, spec, props)
+        with _held_lock:
+            _held_this_run[self.object_of(instance, ident)] = ident
+        return {**props, **attributes}
+
+    def _inputs_of(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """The inputs outputs `props` were made from (create and update return those with the attributes),
+        params as this release normalizes them."""
+        keys = (*Identity.field_names(), "params", *POLICY_FIELDS, *self.revision_inputs(), REFS, REACH)
+        inputs = {key: props[key] for key in keys if key in props}
+        params = self.params_as_now(props)
+        return {**inputs, "params": params} if params is not None else inputs
 
     def _instance(self, ident: Identity, verb: str) -> SharedInstance:
         try:

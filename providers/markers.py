@@ -107,7 +107,8 @@ def taken(verb: str, what: str, engine: str, ident: Identity, object_name: str, 
         hint = "choose another `name` for this resource; nothing was changed"
     else:
         hint = (f"it changed hands outside Pulumi; nothing was {'dropped' if verb == 'drop' else 'changed'} "
-                f"(`pulumi refresh` makes the ledger forget it)")
+                f"(`pulumi refresh` marks the entry stale; give the declaration another `name`, or un-track it "
+                f"with `devstack resource rm`, which drops nothing)")
     return Conflict(verb, what, f"{object_name} already exists in {engine} instance {ident.instance!r} and "
                                 f"belongs to {held_by}", hint)
 

@@ -13,6 +13,7 @@ from providers.description import REACH
 from providers.errors import Conflict
 from providers.identity import Identity
 from providers.instances import SharedInstance
+from providers.lifecycle import is_stale
 from providers.localstack.client import ENGINE_NAME, GONE, account_id, emulator, ignoring, location, missing
 from providers.localstack.kind import AwsSpec
 from providers.localstack.names import iam_user_name
@@ -116,7 +117,7 @@ class AccessKey(GuardedKind):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         result = super().read(id_, props)
-        if result.id and props.get("accessKey") and props.get("secretKey"):
+        if not is_stale(result.outs) and props.get("accessKey") and props.get("secretKey"):
             instance = self._instance(Identity.from_props(props), "read")
             with self.engine_errors(props):
                 if not self._key_works(instance, result.outs["user"], props["accessKey"], props["secretKey"]):

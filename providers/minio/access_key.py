@@ -14,6 +14,7 @@ from providers.description import REACH
 from providers.errors import Conflict, NotFound
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
+from providers.lifecycle import is_stale
 from providers.markers import Observed, marker_field, marker_owner
 from providers.minio.bucket import MinioBucket
 from providers.minio.client import ENGINE_NAME, admin_client, policy_document, user_info
@@ -99,7 +100,7 @@ class AccessKey(GuardedKind):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         result = super().read(id_, props)
         # A disabled user rejects every key anyway: the status drift says enough then.
-        if result.id and props.get("secretKey") and "status" not in result.outs.get("outOfBand", []):
+        if not is_stale(result.outs) and props.get("secretKey") and "status" not in result.outs.get("outOfBand", []):
             ident = Identity.from_props(props)
             instance, key = self._instance(ident, "read"), access_key_name(ident.name, ident.owner, naming=ident.naming)
             with self.engine_errors(props):

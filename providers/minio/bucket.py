@@ -13,6 +13,7 @@ from providers import naming as naming_rules
 from providers.errors import Conflict, InvalidSpec, NotFound
 from providers.identity import CURRENT_NAMING, PREFIXED, Identity
 from providers.instances import SharedInstance
+from providers.lifecycle import is_stale
 from providers.markers import Observed, marker_owner
 from providers.minio.client import ENGINE_NAME, admin_client, policy_document, user_info
 from providers.minio.keys import (bucket_key_name, bucket_key_policy, converge_key, key_owners, key_secret,
@@ -70,7 +71,7 @@ class MinioBucket(Bucket):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         result = super().read(id_, props)
-        if result.id and props.get("secretKey") and not {"accessKey", "status"} & set(result.outs["keyOutOfBand"]):
+        if not is_stale(result.outs) and props.get("secretKey") and not {"accessKey", "status"} & set(result.outs["keyOutOfBand"]):
             instance = self._instance(Identity.from_props(props), "read")
             with self.engine_errors(props):
                 if not secret_works(instance, result.outs["accessKey"], props["secretKey"]):

@@ -14,6 +14,7 @@ from providers import naming as naming_rules
 from providers.credentials import Rotation, predictable_password, rotation_of
 from providers.identity import CURRENT_NAMING, Identity
 from providers.instances import SharedInstance
+from providers.lifecycle import is_stale
 from providers.markers import Observed
 from providers.nats.account import Account
 from providers.nats.claims import (AccountSpec, account_claims, account_description, account_jwt, account_params,
@@ -88,7 +89,7 @@ class User(NatsKind):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         result = super().read(id_, props)
-        if result.id and props.get("jwt") and props.get("seed"):
+        if not is_stale(result.outs) and props.get("jwt") and props.get("seed"):
             result.outs["loginInSync"] = self._logs_in(self._instances[str(props["instance"])],
                                                        str(props["jwt"]), str(props["seed"]))
         return result

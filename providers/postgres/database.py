@@ -278,7 +278,7 @@ class Database(KindProvider):
                 except Conflict as err:
                     raise Conflict(err.verb, err.what, err.cause,
                                    f"{err.hint}; the database was dropped and its login role is left until then: "
-                                   "`pulumi up` again (without --refresh, which would forget the database) drops it") from None
+                                   "`pulumi up` again drops it") from None
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None

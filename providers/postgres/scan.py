@@ -54,7 +54,7 @@ def scan(instance: SharedInstance, kinds: set[str]) -> list[Found]:
 
 def _databases_dropped_but_their_role(conn: Any, instance: SharedInstance) -> list[Found]:
     """A purge cut short between DROP DATABASE and DROP ROLE leaves the project's LOGIN role, password
-    and all, owning nothing; a refresh then forgets the database. Listed as that database, so gc
+    and all, owning nothing; a refresh then marks the database stale. Listed as that database, so gc
     --prune finishes the drop (the provider drops such a role when the database is gone)."""
     rows = conn.execute(
         "SELECT r.rolname, shobj_description(r.oid, 'pg_authid') FROM pg_roles r "

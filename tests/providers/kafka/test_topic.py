@@ -15,6 +15,7 @@ from providers.identity import SANITIZED
 from providers.kafka.acl import Acl
 from providers.kafka.owners import read_markers, write_marker
 from providers.kafka.topic import Topic, dynamic_configs
+from providers.lifecycle import is_stale
 from tests.kafka_clients import TIMEOUT, consume_one, produce
 from tests.providers.conftest import props
 from tests.providers.kafka.helpers import (checked, describe, everything, failures, instance, marker_of, topic_configs,
@@ -58,7 +59,7 @@ def test_topic_update_in_place_then_drift(topic, owner, kadmin):
     assert topic_configs(kadmin, f"{owner}.orders") == {"retention.ms": "7200000"}
     # Dropped out of band: blank id.
     kadmin.delete_topics([f"{owner}.orders"])[f"{owner}.orders"].result(timeout=TIMEOUT)
-    eventually(lambda: topic.read("id", outs).id == "", TIMEOUT, "the topic dropped out of band to read as gone")
+    eventually(lambda: is_stale(topic.read("id", outs).outs), TIMEOUT, "the topic dropped out of band to read as gone")
 
 
 def test_configs_of_a_topic_that_is_gone_are_none_not_an_error(kadmin, owner):
@@ -324,7 +325,7 @@ def test_a_purge_keeps_the_marker_another_workspace_wrote_while_it_waited(topic,
     monkeypatch.setattr(providers.kafka.topic, "wait_until", made_again_meanwhile)
     topic.delete("id", {**outs, "purge": True})
     assert describe(kadmin, f"{owner}.orders") is not None
-    assert topic.read("id", again).id == "id"  # still marked as the project's: the ledger keeps it (blank: forgotten)
+    assert not is_stale(topic.read("id", again).outs)  # still marked as the project's: active in the ledger
     topic.delete("id", {**again, "purge": True})
 
 

@@ -14,6 +14,7 @@ import pytest
 from nats.js import JetStreamContext
 
 from providers.base import KindProvider
+from providers.lifecycle import is_stale
 from providers.nats import auth as nats_auth
 from providers.nats.account import Account
 from providers.nats.consumer import Consumer
@@ -42,7 +43,7 @@ def accounts(configure, owner) -> Iterator[list[str]]:
 
     for project in used:
         inputs = {**props("nats", "events", "account", project, project), "purge": True}
-        if account.read("id", inputs).id:
+        if not is_stale(account.read("id", inputs).outs):
             observed(instance, project, empty)
             account.delete("id", inputs)
 
@@ -60,7 +61,7 @@ def js(admin, owner, accounts, configure) -> Callable[..., Any]:
         project = project or owner
         if project not in made:
             account, inputs = configure(Account()), props("nats", "events", "account", project, project)
-            if not account.read("id", inputs).id:  # an existing one keeps the limits the test gave it
+            if is_stale(account.read("id", inputs).outs):  # an existing one keeps the limits the test gave it
                 account.create(checked(account, inputs))
             made.add(project)
             if project not in accounts:

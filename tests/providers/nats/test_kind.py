@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from providers.lifecycle import is_stale
 from tests.providers.conftest import props
 from tests.providers.nats.helpers import checked, failures
 
@@ -21,7 +22,7 @@ def test_replicas_a_single_server_cannot_hold_fail_check_before_the_replace_drop
     news = props("nats", "events", kind, owner, owner, {"storage": "memory", "replicas": 3}, purge=True)
     found = {f.property: f.reason for f in provider.check(inputs, news).failures}
     assert "3 replicas need a clustered server" in found["params.replicas"] and "not changed" in found["params.replicas"]
-    assert provider.read("id", outs).id  # untouched
+    assert not is_stale(provider.read("id", outs).outs)  # untouched
     checked(provider, {**news, "params": {"storage": "memory"}}, inputs)  # one replica: fine
 
 

@@ -16,6 +16,7 @@ import redis
 from providers.credentials import hashed_password
 from providers.errors import Conflict, InvalidSpec
 from providers.identity import PREFIXED, Identity
+from providers.lifecycle import is_stale, without_clocks
 from providers.redis.acl_user import AclUser, AclUserSpec
 from providers.redis.client import ACL_OWNERS_KEY
 from tests.providers.conftest import props
@@ -30,7 +31,8 @@ def test_user_create_adopt_and_persisted(acl_user, owner, admin_redis):
     assert live["enabled"] is True and live["keys"] == [f"~{owner}:*"] and live["channels"] == [f"&{owner}:*"]
     marker = json.loads(admin_redis.hget(ACL_OWNERS_KEY, owner))
     assert marker["owner"] == owner and marker["kind"] == "acl_user" and len(marker["fingerprint"]) == 64
-    assert acl_user.create(inputs).outs == first.outs  # run twice: same password, nothing changes
+    # Run twice: same password, nothing changes.
+    assert without_clocks(acl_user.create(inputs).outs) == without_clocks(first.outs)
     assert getuser(admin_redis, owner)["passwords"] == live["passwords"]
     assert f"user {owner} on" in ACL_FILE.read_text()  # ACL SAVE: survives a restart of the server
     with tenant(first.outs) as client:
@@ -53,9 +55,9 @@ def test_a_refresh_right_after_a_create_or_an_update_finds_what_they_stored(acl_
     """Otherwise every refresh after an up shows an update of each acl_user it made or changed."""
     inputs = acl_user.check({}, props("redis", "cache", "acl_user", owner, owner)).inputs
     outs = acl_user.create(inputs).outs
-    assert acl_user.read("id", outs).outs == outs
+    assert without_clocks(acl_user.read("id", outs).outs) == without_clocks(outs)
     updated = acl_user.update("id", outs, {**inputs, "params": {**inputs["params"], "rotation": 1}}).outs
-    assert acl_user.read("id", updated).outs == updated
+    assert without_clocks(acl_user.read("id", updated).outs) == without_clocks(updated)
 
 
 def test_user_password_the_ledger_lost_is_drift_and_set_again(acl_user, owner):
@@ -121,7 +123,7 @@ def test_user_logs_in_with_the_project_name_and_keeps_an_earlier_hashed_password
     # What an earlier release's create ran, with its password: the server and the state as it left them.
     earlier = {**outs, **acl_user._apply(acl_user._instances["cache"], ident, AclUserSpec(), hashed, inputs["stack"])}
     assert acl_user.diff("id", earlier, inputs).changes is False
-    assert acl_user.read("id", earlier).outs == earlier  # no drift
+    assert without_clocks(acl_user.read("id", earlier).outs) == without_clocks(earlier)  # no drift
     changed = {**inputs, "params": {**inputs["params"], "allow_scan": True}}
     kept = acl_user.update("id", earlier, changed).outs
     assert kept["password"] == hashed and tenant(kept).ping()
@@ -148,11 +150,11 @@ def test_user_drift_through_read(acl_user, owner, admin_redis):
     assert live["enabled"] is True and "+flushall" not in live["commands"]
     marker = json.loads(admin_redis.hget(ACL_OWNERS_KEY, owner))
     admin_redis.hset(ACL_OWNERS_KEY, owner, json.dumps({**marker, "owner": "intruder"}))
-    assert acl_user.read("id", outs).id == ""  # another project's now: gone from this ledger
+    assert is_stale(acl_user.read("id", outs).outs)  # another project's now: stale in this ledger
     with pytest.raises(Conflict, match="belongs to project 'intruder'"):
         acl_user.update("id", outs, inputs)
     admin_redis.acl_deluser(owner)
-    assert acl_user.read("id", outs).id == ""
+    assert is_stale(acl_user.read("id", outs).outs)
 
 
 def test_user_retained_then_purged(acl_user, owner, admin_redis):
