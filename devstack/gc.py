@@ -31,6 +31,7 @@ from devstack.state import Tracked, drop_data, instances_config, tracked_resourc
 from providers import registry
 from providers.description import server_address
 from providers.errors import InvalidSpec
+from providers.lifecycle import LAST_SEEN, is_stale
 from providers.markers import marked_stack, marker_workspace
 from providers.s3.client import DEFAULT_REGION
 from providers.identity import Identity
@@ -341,8 +342,7 @@ def _reconciled(
             others.append(_item(f, _elsewhere(f.stack, mark) if f.stack else "its marker records no workspace"))
     stale = [
         GcItem(engine=t.ident.engine, instance=t.ident.instance, kind=t.ident.kind, engine_name=key[2],
-               project=t.ident.owner, stack=t.props.get("stack"), name=t.ident.name,
-               reason="in the ledger but missing from the engine (`pulumi refresh` drops it from the ledger)")
+               project=t.ident.owner, stack=t.props.get("stack"), name=t.ident.name, reason=_stale_reason(t))
         for key, t in sorted(ledger.items(), key=lambda item: item[1].sort_key) if key not in matched
     ]
     observed: dict[tuple[str, str], list[str]] = {}
@@ -352,6 +352,15 @@ def _reconciled(
     return GcReport(workspace=workspace, filters=filters, scanned=scanned, managed=managed, orphans=orphans,
                     retained=retained, stale=stale, foreign=foreign, other_workspaces=others, pruned=[],
                     errors=errors), observed
+
+
+def _stale_reason(t: Tracked) -> str:
+    """Why a ledger entry the scan missed is listed, and what makes it active again."""
+    if is_stale(t.props):
+        seen = f", last seen {t.props[LAST_SEEN]}" if t.props.get(LAST_SEEN) else ""
+        return f"in the ledger, marked stale by a refresh{seen}, missing from the engine (`pulumi up` makes it again)"
+    return ("in the ledger but missing from the engine (`pulumi refresh` marks it stale, keeping it; `pulumi up` "
+            "makes it again)")
 
 
 def prune_orphans(config: Mapping[str, Any], orphans: list[GcItem]) -> tuple[list[str], list[GcError]]:

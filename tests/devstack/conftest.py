@@ -37,6 +37,7 @@ from devstack.workspace import Workspace
 from providers import registry
 from providers.identity import CURRENT_NAMING, Identity
 from providers.instances import SharedInstance
+from providers.lifecycle import is_stale
 from providers.nats.account import Account
 from tests.conftest import configured
 from tests.devstack.stacks import pg, redis_client
@@ -252,7 +253,7 @@ def names(admin, local_shared):
     for project in projects:  # the account, its streams with it
         inputs = {"engine": "nats", "instance": "events", "kind": "account", "name": project, "owner": project,
                   "params": {}, "purge": True, "stack": ""}
-        if accounts.read("id", inputs).id:
+        if not is_stale(accounts.read("id", inputs).outs):
             accounts.delete("id", inputs)
 
 

@@ -556,9 +556,34 @@ def test_a_database_left_without_its_comment_is_its_role_projects_as_the_provide
         assert outside.orphans == [] and [o.engine_name for o in outside.other_workspaces] == [p]
 
 
+def test_an_entry_a_refresh_marked_stale_is_still_listed_stale(admin, local_shared):
+    """A refresh keeps what it misses, stale: gc lists it as stale, saying when it was last seen, and once
+    it is back in the engine (an up made it again) as managed."""
+    p = f"st{token()}"
+    config = workspace_config(local_shared, admin, "st", [])
+    ident = Identity("postgres", "pg", "database", p, p)
+    filters = models.validate_filters("postgres", "database", p)
+
+    def tracked(lifecycle: str) -> list[state.Tracked]:
+        props = {"stack": "st@c0ffee", "lifecycle": lifecycle, "lastSeen": "2026-01-02T03:04:05Z"}
+        return [state.Tracked(urn=f"urn:{p}", ident=ident, props=props, secrets=frozenset(), entry={})]
+
+    missing = gc.reconcile("st", "st@c0ffee", filters, config, {p}, tracked("stale"))
+    assert [(s.engine_name, s.project, s.name) for s in missing.stale] == [(p, p, p)]
+    assert "marked stale by a refresh, last seen 2026-01-02T03:04:05Z" in missing.stale[0].reason
+    never_refreshed = gc.reconcile("st", "st@c0ffee", filters, config, {p}, tracked("active"))
+    assert "`pulumi refresh` marks it stale, keeping it" in never_refreshed.stale[0].reason
+    try:
+        create(config, "postgres", "pg", "database", p, p, "st@c0ffee")
+        back = gc.reconcile("st", "st@c0ffee", filters, config, {p}, tracked("stale"))
+        assert (back.managed, back.stale, back.orphans) == (1, [], [])
+    finally:
+        drop_quietly(config, "postgres", "pg", "database", p, p)
+
+
 def test_a_login_role_a_cut_purge_left_without_its_database_is_an_orphan_that_prune_drops(admin, local_shared):
     """A purge cut between DROP DATABASE and DROP ROLE leaves the project's LOGIN role, password and all;
-    the refresh `devstack recover` runs then forgets the database. gc lists what is left as that
+    the refresh `devstack recover` runs then marks the database stale. gc lists what is left as that
     database, and --prune finishes the drop."""
     with database_cut_short(local_shared, admin, "cut", "DROP DATABASE {}") as (config, instance, p):  # the purge
         # Its project no longer in the workspace: an orphan (still listed, it would be retained).
