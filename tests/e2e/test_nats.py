@@ -17,6 +17,7 @@ import pytest
 from nats.js.errors import NotFoundError
 from pulumi import automation as auto
 
+from providers.lifecycle import is_stale
 from providers.nats.account import Account
 from providers.nats.session import admin_credential, run_private
 from tests.conftest import configured
@@ -64,7 +65,7 @@ def account_outputs(admin, project: str) -> dict | None:
     account = configured(Account(), {"shared": events(admin)}, {"nats": admin["nats"].password})
     found = account.read("id", {"engine": "nats", "instance": "events", "kind": "account", "name": project,
                                 "owner": project, "params": {}, "purge": True, "stack": ""})
-    return found.outs if found.id else None
+    return None if is_stale(found.outs) else found.outs
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from pulumi import automation as auto
 
 from bench.sweep import sweep
 from tests.faults.behind import Engines
-from tests.faults.conftest import MIX, changes, configure, every_engine, new_stack, write_project
+from tests.faults.conftest import (MIX, changes, checkpoint, configure, every_engine, new_stack, tenants,
+                                  write_project)
 
 # Bounded: a hung pulumi run fails this test instead of holding up the suite.
 pytestmark = pytest.mark.timeout(240)
@@ -35,12 +36,17 @@ def test_deleted_and_changed_behind_pulumis_back(project_dir, offline_env, pulum
             engines.drop(engine, dropped)
             engines.change(engine, changed)
 
-        # Refresh notices every one: the dropped leave the ledger, the changed are updated in it.
-        assert changes(stack.refresh()) == {"delete": 6, "update": 6}
+        # Refresh notices every one: the dropped stay in the ledger, stale; the changed are updated in it.
+        assert changes(stack.refresh()) == {"update": 12}
+        lifecycles = {urn.rsplit("::", 1)[-1]: outputs["lifecycle"]
+                      for urn, outputs in tenants(checkpoint(offline_env, "faults")).items()}
+        stale = {name for name, lifecycle in lifecycles.items() if lifecycle == "stale"}
+        assert len(stale) == 6 and all(name.startswith(f"{dropped}/") for name in stale), lifecycles
         assert not [engine for engine in ENGINES if engines.repaired(engine, changed)]
 
-        # Up re-creates the dropped and puts the changed settings back, on every engine.
-        assert changes(stack.up()) == {"create": 6, "update": 6}
+        # Up re-creates the dropped (their updates) and puts the changed settings back, on every engine.
+        assert changes(stack.up()) == {"update": 12}
+        assert {o["lifecycle"] for o in tenants(checkpoint(offline_env, "faults")).values()} == {"active"}
         assert [engine for engine in ENGINES if engines.repaired(engine, changed)] == ENGINES
         live = sweep(dropped, shared, admin, dry_run=True)
         # A MinIO bucket comes with its own key: the user and its policy.
@@ -52,7 +58,7 @@ def test_deleted_and_changed_behind_pulumis_back(project_dir, offline_env, pulum
 
 def test_a_name_another_project_took_over_is_never_touched(project_dir, offline_env, pulumi_command, admin, shared, prefix):
     """A's database is dropped behind Pulumi's back and B (another workspace) creates one of the same
-    name. A's refresh forgets its own, and A's next up refuses B's: even with `purge: true`, nothing
+    name. A's refresh marks its own stale, and A's next up refuses B's: even with `purge: true`, nothing
     of B's is changed or dropped."""
     name, a, b = f"{prefix}-app", f"{prefix}-a", f"{prefix}-b"
     declaration = [{"uses": "pg", "kind": "database", "name": name, "purge": True}]
@@ -67,7 +73,7 @@ def test_a_name_another_project_took_over_is_never_touched(project_dir, offline_
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
         assert changes(stack_b.up()) == {"create": 4}
 
-        assert changes(stack_a.refresh()) == {"delete": 1}  # not ours any more: gone from A's ledger
+        assert changes(stack_a.refresh()) == {"update": 1}  # not ours any more: stale in A's ledger
         with pytest.raises(auto.errors.CommandError) as refused:
             stack_a.up()
         assert f"Conflict: cannot create database postgres/pg/database/{name}@{a}" in str(refused.value)
@@ -85,7 +91,7 @@ def test_a_name_another_project_took_over_is_never_touched(project_dir, offline_
 def test_a_nats_account_deleted_or_changed_behind_pulumis_back(project_dir, offline_env, pulumi_command, admin,
                                                               shared, prefix):
     """The implied account: limits set by hand are drift the next up puts back; an account deleted by hand
-    (its stream out of reach with it) leaves the ledger at refresh, and the next up makes both again."""
+    (its stream out of reach with it) is stale at refresh, and the next up makes both again."""
     from providers.nats import auth as nats_auth
     from providers.nats.claims import AccountSpec, account_claims, account_description, account_params
 
@@ -109,9 +115,9 @@ def test_a_nats_account_deleted_or_changed_behind_pulumis_back(project_dir, offl
         engines.system(lambda nc: nc.request("$SYS.REQ.CLAIMS.DELETE", operator.deletion_jwt(
             [nats_auth.public(operator.account_key(dropped))]).encode(), timeout=10))
 
-        # Refresh: the changed limits are recorded; the deleted account and the stream in it leave the ledger.
-        assert changes(stack.refresh()) == {"update": 1, "delete": 2}
-        assert changes(stack.up()) == {"update": 1, "create": 2}
+        # Refresh: the changed limits are recorded; the deleted account and the stream in it are stale.
+        assert changes(stack.refresh()) == {"update": 3}
+        assert changes(stack.up()) == {"update": 3}
         assert account_params(claims(changed)) == AccountSpec().model_dump()
         assert account_params(claims(dropped)) == AccountSpec().model_dump()
         assert engines.jetstream(dropped, lambda js: js.stream_info(dropped)).config.name == dropped
