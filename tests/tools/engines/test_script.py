@@ -287,8 +287,8 @@ def test_nats_streams_of_the_former_shared_account_move_into_their_owners_accoun
 
         info = run_nats(moved)
         assert (info.state.messages, info.config.metadata["devstack.owner"]) == (1, "legacy")
-        legacy = props("nats", "events", "stream", "legacy", "legacy")
-        assert not is_stale(_nats_provider(Stream()).read("id", legacy).outs)
+        stream = props("nats", "events", "stream", "legacy", "legacy")
+        assert not is_stale(_nats_provider(Stream()).read("id", stream).outs)
         assert (data / "jetstream" / "DEVSTACK" / "streams" / "stray").is_dir()
         assert not (data / "jetstream" / "DEVSTACK" / "streams" / "legacy").exists()
     finally:
