@@ -21,6 +21,7 @@ import jinja2.meta
 import yaml
 
 from providers import registry
+from providers.instances import join_address
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 #: Attribute names that always hold secrets, whatever the engine.
@@ -30,6 +31,10 @@ _JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, 
 # A URL's user or password: every reserved character percent-encoded. Jinja's own urlencode keeps '/',
 # which would end the authority part early.
 _JINJA.filters["urlpart"] = lambda value: urllib.parse.quote(str(value), safe="")
+# host:port as URLs and bootstrap lists write it: an IPv6 literal in brackets (`{{ host | hostport(port) }}`).
+_JINJA.filters["hostport"] = lambda host, port: join_address(str(host), _plain(port))
+# Each of comma-joined host:port as a URL of `scheme` (`{{ servers | urls("nats") }}`).
+_JINJA.filters["urls"] = lambda servers, scheme: ",".join(f"{scheme}://{s}" for s in str(servers).split(","))
 
 
 @dataclass(frozen=True)
@@ -113,5 +118,6 @@ def engine_template(engine: str) -> EngineTemplate:
 
 def instance_attributes(engine: str, instance: Any) -> dict[str, str]:
     """The non-secret attributes of a shared instance that `${ref}` may read."""
-    values = {"host": instance.host, "port": instance.port, "version": instance.version or "", "name": instance.name}
+    values = {"host": instance.host, "port": instance.port, "servers": instance.several,
+              "version": instance.version or "", "name": instance.name}
     return {name: export.render(values) for name, export in engine_template(engine).instance.items()}

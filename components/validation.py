@@ -24,7 +24,7 @@ from providers import naming, registry
 from providers.description import server_address
 from providers.errors import InvalidSpec
 from providers.identity import CURRENT_NAMING
-from providers.instances import SharedInstance
+from providers.instances import SharedInstance, join_address
 
 #: A project name: the same as a resource's, mapped per engine wherever it names something.
 PROJECT_NAME = naming.NAME
@@ -726,7 +726,7 @@ def _server(uses: str, other_uses: str, instance: SharedInstance) -> str:
     if uses == other_uses:
         return f"instance {uses!r}"
     return (f"one server: instances {other_uses!r} and {uses!r} both reach "
-            f"{server_address(instance.host)}:{instance.port}")
+            f"{join_address(server_address(instance.host), instance.port)}")
 
 
 #: (engine, server, port, namespace, engine name): see KindProvider.object_named.

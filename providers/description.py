@@ -8,6 +8,7 @@ engine. `providers.base.KindProvider` adds the Pulumi verbs on top.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 from functools import lru_cache
@@ -20,7 +21,7 @@ from pydantic_core import to_jsonable_python
 from providers import naming as naming_rules
 from providers.errors import InvalidSpec, Unsupported
 from providers.identity import CURRENT_NAMING, Identity, naming_of
-from providers.instances import SharedInstance
+from providers.instances import SharedInstance, canonical_host
 
 #: Inputs that are not identity and not params, compared by diff as updates.
 POLICY_FIELDS = ("credentials", "purge", "stack")
@@ -45,11 +46,28 @@ def referenced_name(props: Mapping[str, Any], param: str) -> str | None:
 
 @lru_cache(maxsize=None)
 def server_address(host: str) -> str:
-    """The IPv4 address `host` names (`localhost` and `127.0.0.1` are one server), or `host` itself."""
+    """The address `host` names, one text per server: `localhost`, `127.0.0.1`, `::1` and `[::1]` are one
+    (loopback is this machine's engine whichever family reaches it); an unresolvable name is itself."""
     try:
-        return socket.gethostbyname(host)
-    except OSError:
+        text = canonical_host(host)
+    except ValueError:
         return host
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        try:
+            address = ipaddress.ip_address(socket.gethostbyname(text))
+        except OSError:
+            try:
+                address = ipaddress.ip_address(socket.getaddrinfo(text, None, socket.AF_INET6)[0][4][0])
+            except (OSError, IndexError, ValueError):
+                return text
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return "127.0.0.1" if address in _LOOPBACK else address.compressed
+
+
+_LOOPBACK = (ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1"))
 
 
 class KindDescription:
@@ -131,8 +149,11 @@ class KindDescription:
 
     @classmethod
     def address_outputs(cls, instance: SharedInstance) -> dict[str, Any]:
-        """The `host` and `port` outputs of this kind (those it reports), as the instance's config has them now."""
-        return {key: value for key, value in (("host", instance.host), ("port", instance.port))
+        """The address outputs of this kind (those it reports), as the instance's config has them now: `host`
+        and `port`, the first address; `servers`, every bootstrap address comma-joined when the instance lists
+        several (Kafka, NATS), else None."""
+        return {key: value for key, value in (("host", instance.host), ("port", instance.port),
+                                              ("servers", instance.several))
                 if key in cls.attributes}
 
     @classmethod

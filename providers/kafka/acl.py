@@ -159,7 +159,7 @@ class Acl(KafkaKind):
     logins = True
     marker_kind = "acl"
     Spec = AclSpec
-    attributes = ("host", "port", "user", "password", "principal", "prefix")
+    attributes = ("host", "port", "servers", "user", "password", "principal", "prefix")
     secret_outputs = ("password",)
     # Grants are made once the project's topics exist and revoked before any is dropped.
     after_kinds = ("topic",)
@@ -279,6 +279,6 @@ class Acl(KafkaKind):
 
     @staticmethod
     def _attributes(instance: SharedInstance, ident: Identity, principal: str, password: str) -> dict[str, Any]:
-        return {"host": instance.host, "port": instance.port, "user": principal, "password": password,
+        return {"host": instance.host, "port": instance.port, "servers": instance.several, "user": principal, "password": password,
                 "principal": f"User:{principal}", "prefix": owner_prefix(ident.owner), "aclInSync": True,
                 "passwordInSync": True}

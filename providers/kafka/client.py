@@ -44,7 +44,7 @@ _UNAVAILABLE = {
 def client_settings(instance: SharedInstance) -> dict[str, Any]:
     """librdkafka settings for the admin principal on the instance's SASL_PLAINTEXT listener."""
     return {
-        "bootstrap.servers": instance.address,
+        "bootstrap.servers": instance.bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": SASL_MECHANISM,
         "sasl.username": instance.admin_user,

@@ -118,7 +118,7 @@ class Topic(KafkaKind):
     Spec = TopicSpec
     create_only = frozenset({"replication_factor"})
     refusable_in_place = frozenset({"config"})  # a name or value the broker does not take
-    attributes = ("host", "port", "topic", "partitions")
+    attributes = ("host", "port", "servers", "topic", "partitions")
     name_attribute = "topic"
 
     @classmethod
@@ -287,7 +287,7 @@ class Topic(KafkaKind):
 
     @staticmethod
     def _attributes(instance: SharedInstance, name: str, spec: TopicSpec) -> dict[str, Any]:
-        return {"host": instance.host, "port": instance.port, "topic": name, "partitions": spec.partitions,
+        return {"host": instance.host, "port": instance.port, "servers": instance.several, "topic": name, "partitions": spec.partitions,
                 "isolated": True}
 
 

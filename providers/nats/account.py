@@ -33,7 +33,7 @@ class Account(NatsKind):
     kind = "account"
     implied = True
     Spec = AccountSpec
-    attributes = ("host", "port", "account")
+    attributes = ("host", "port", "servers", "account")
 
     @classmethod
     def check_params(cls, name: str, owner: str, params: dict[str, Any],

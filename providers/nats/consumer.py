@@ -110,7 +110,7 @@ class Consumer(NatsKind):
     after_kinds = ("account",)
     Spec = ConsumerSpec
     create_only = frozenset({"stream", "deliver_policy", "ack_policy"})
-    attributes = ("host", "port", "stream", "consumer")
+    attributes = ("host", "port", "servers", "stream", "consumer")
     references: ClassVar[dict[str, str]] = {"stream": "stream"}
 
     @classmethod

@@ -39,4 +39,4 @@ class NatsKind(KindProvider):
 
     @staticmethod
     def _base_attributes(instance: SharedInstance) -> dict[str, Any]:
-        return {"host": instance.host, "port": instance.port}
+        return {"host": instance.host, "port": instance.port, "servers": instance.several}

@@ -76,7 +76,7 @@ class Kv(NatsKind):
     Spec = KvSpec
     create_only = frozenset({"storage"})
     refusable_in_place = frozenset({"replicas"})
-    attributes = ("host", "port", "bucket")
+    attributes = ("host", "port", "servers", "bucket")
 
     @classmethod
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:

@@ -17,7 +17,7 @@ def probe(instance: SharedInstance) -> Probed:
 
         try:
             # The system account's admin: it proves the server trusts this stack's operator (operator mode).
-            client = await nats.connect(servers=[f"nats://{instance.address}"], **admin_credential(instance.password()),
+            client = await nats.connect(servers=instance.urls("nats"), **admin_credential(instance.password()),
                                         allow_reconnect=False, max_reconnect_attempts=1, connect_timeout=PROBE_TIMEOUT,
                                         error_cb=remember)
         except Exception as err:

@@ -91,7 +91,7 @@ async def open_session(instance: SharedInstance, owner: str | None = None) -> Se
 
     try:
         nc = await nats.connect(
-            servers=[f"nats://{instance.address}"],
+            servers=instance.urls("nats"),
             **admin_credential(instance.password(), owner),
             allow_reconnect=False,
             # Without a bound, the first connect retries for max_reconnect_attempts x 2s.

@@ -93,7 +93,7 @@ class Stream(NatsKind):
     create_only = frozenset({"retention", "storage"})
     # More than one replica on a single server; subjects another stream on the server holds.
     refusable_in_place = frozenset({"replicas", "subjects"})
-    attributes = ("host", "port", "stream", "subjects")
+    attributes = ("host", "port", "servers", "stream", "subjects")
     name_attribute = "stream"
 
     @classmethod

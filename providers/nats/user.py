@@ -72,7 +72,7 @@ class User(NatsKind):
     listed = False
     Spec = UserSpec
     logins = True
-    attributes = ("host", "port", "account", "user", "jwt", "seed")
+    attributes = ("host", "port", "servers", "account", "user", "jwt", "seed")
     secret_outputs = ("jwt", "seed")
 
     @classmethod
@@ -155,7 +155,7 @@ class User(NatsKind):
 
         async def attempt() -> bool:
             try:
-                client = await nats.connect(servers=[f"nats://{instance.address}"], user_jwt_cb=lambda: token.encode(),
+                client = await nats.connect(servers=instance.urls("nats"), user_jwt_cb=lambda: token.encode(),
                                             signature_cb=auth.signer(key), allow_reconnect=False,
                                             max_reconnect_attempts=1, connect_timeout=CONNECT_TIMEOUT)
             except nats_errors.Error:

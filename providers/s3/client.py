@@ -39,7 +39,7 @@ def region_of(instance: SharedInstance) -> str:
 
 
 def endpoint_of(instance: SharedInstance) -> str:
-    return f"http://{instance.host}:{instance.port}"
+    return f"http://{instance.address}"
 
 
 @cache

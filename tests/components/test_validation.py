@@ -669,14 +669,14 @@ def test_instance_version_may_be_a_number_and_port_must_be_one(tmp_path):
     assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.port"]
     assert "less than or equal to 65535" in found[0].message
     (tmp_path / "v6").mkdir()
-    found = problems(tmp_path / "v6", db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "host": "::1"}}})
-    assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.host"] and "IPv6" in found[0].message
+    found = problems(tmp_path / "v6", db(), workspace={**WORKSPACE, "shared": {"pg": {**pg, "host": "::1:5432"}}})
+    assert [p.path for p in found] == ["config.devstack:workspace.shared.pg.host"] and "ambiguous" in found[0].message
 
 
 @pytest.mark.parametrize("field, value, says", [
     ("port", True, "not a port number"),  # pydantic alone reads it as port 1
-    ("host", "", "not a host name"),
-    ("host", " 127.0.0.1", "not a host name"),
+    ("host", "", "not a host"),
+    ("host", " 127.0.0.1", "not a host"),
     ("adminUser", "", "blank"),
     ("adminSecret", "", "blank"),
     ("adminSecret", "devstack:pgAdmin", "give the key alone"),

@@ -21,8 +21,9 @@ def proxy_every_instance(shared: dict[str, dict]) -> tuple[dict[str, "Proxy"], d
 
 
 class Proxy:
-    def __init__(self, target_port: int, host: str = "127.0.0.1") -> None:
-        self.host, self.target = host, (host, target_port)
+    def __init__(self, target_port: int, host: str = "127.0.0.1", listen: str | None = None) -> None:
+        """`listen`: the address to listen on when not `host` (`::1`: an engine reached over IPv6)."""
+        self.host, self.target = listen or host, (host, target_port)
         self.port = 0
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
@@ -32,10 +33,10 @@ class Proxy:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def start(self) -> "Proxy":
-        listener = socket.socket()
+        listener = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((self.host, self.port))  # port 0 the first time, the same port afterwards
         listener.listen(64)

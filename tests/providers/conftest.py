@@ -26,15 +26,16 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def through_proxy(configure) -> Callable[[KindProvider, str], Any]:
     """`through_proxy(provider, name)`: the instance `name` as the configured provider sees it, but reached
-    through a loopback proxy the test can stop to take the server away; stopped at the end."""
+    through a loopback proxy the test can stop to take the server away; stopped at the end. `listen="::1"`:
+    the proxy listens on IPv6 loopback, and the instance's host is `::1`."""
     from tests.faults.proxy import Proxy
 
     proxies = []
 
-    def proxied(provider: KindProvider, name: str):
+    def proxied(provider: KindProvider, name: str, listen: str = "127.0.0.1"):
         instance = configure(provider)._instances[name]
-        proxies.append(Proxy(instance.port).start())
-        return instance.model_copy(update={"port": proxies[-1].port}), proxies[-1]
+        proxies.append(Proxy(instance.port, instance.host, listen=listen).start())
+        return instance.model_copy(update={"host": listen, "port": proxies[-1].port}), proxies[-1]
 
     yield proxied
     for proxy in proxies:

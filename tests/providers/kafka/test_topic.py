@@ -30,7 +30,7 @@ def test_topic_create_then_create_again_adopts_without_change(topic, owner, kadm
     second = topic.create(inputs)
     assert first.id == second.id == f"kafka/kafka/topic/orders@{owner}"
     assert {k: second.outs[k] for k in Topic.attributes} == {
-        "host": "127.0.0.1", "port": PORTS["kafka"], "topic": f"{owner}.orders", "partitions": 2}
+        "host": "127.0.0.1", "port": PORTS["kafka"], "servers": None, "topic": f"{owner}.orders", "partitions": 2}
     assert len(describe(kadmin, f"{owner}.orders").partitions) == 2
     assert topic_configs(kadmin, f"{owner}.orders") == {"retention.ms": "3600000"}
     marker = marker_of(topic, kadmin, f"topic:{owner}.orders")

@@ -73,7 +73,7 @@ def test_consumer_create_then_create_again_adopts_without_change(consumer, owner
     second = consumer.create(inputs)
     assert first.id == second.id == f"nats/events/consumer/worker@{owner}"
     assert {k: second.outs[k] for k in Consumer.attributes} == {
-        "host": "127.0.0.1", "port": PORTS["nats"], "stream": owner, "consumer": f"{owner}_worker"}
+        "host": "127.0.0.1", "port": PORTS["nats"], "servers": None, "stream": owner, "consumer": f"{owner}_worker"}
     after = consumer_config(js, owner, f"{owner}_worker")
     assert after == before
     assert after.durable_name == f"{owner}_worker" and after.filter_subject == f"{owner}.orders"

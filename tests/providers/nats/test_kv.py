@@ -27,7 +27,7 @@ def test_kv_create_then_create_again_adopts_and_works_as_a_bucket(kv, owner, js)
     before = stream_config(js, f"KV_{owner}")
     second = kv.create(inputs)
     assert first.id == second.id == f"nats/events/kv/{owner}@{owner}"
-    assert {k: second.outs[k] for k in Kv.attributes} == {"host": "127.0.0.1", "port": PORTS["nats"], "bucket": owner}
+    assert {k: second.outs[k] for k in Kv.attributes} == {"host": "127.0.0.1", "port": PORTS["nats"], "servers": None, "bucket": owner}
     assert stream_config(js, f"KV_{owner}") == before
     assert (before.max_msgs_per_subject, before.max_age) == (3, 3600)
     assert before.metadata["devstack.owner"] == owner

@@ -29,7 +29,7 @@ def test_stream_create_then_create_again_adopts_without_change(stream, owner, js
     second = stream.create(inputs)  # run twice: adopted, nothing sent to the server
     assert first.id == second.id == f"nats/events/stream/{owner}@{owner}"
     assert {k: second.outs[k] for k in Stream.attributes} == {
-        "host": "127.0.0.1", "port": PORTS["nats"], "stream": owner, "subjects": f"{owner}.>"}
+        "host": "127.0.0.1", "port": PORTS["nats"], "servers": None, "stream": owner, "subjects": f"{owner}.>"}
     after = stream_config(js, owner)
     assert after == before
     assert after.metadata["devstack.owner"] == owner
