@@ -17,8 +17,9 @@ valid declarations and the toolchain), 1 otherwise.
 "instances": [instance], "declarations": {"ok", "problems"}} where a part is
 {"name", "ok", "found", "expected", "problem", "fix"} and an instance is
 {"name", "engine", "address", "ok", "reachable", "version", "admin",
-"kinds", "declaredKinds", "degradedVerbs", "problem", "fix", "notes"}; `admin` is
-null when it could not be checked; `notes` are warnings that leave it usable.
+"kinds", "declaredKinds", "degradedVerbs", "problem", "fix", "notes", "adminMode"}; `admin` is
+null when it could not be checked; `notes` are warnings that leave it usable; `adminMode` is how a
+PostgreSQL admin acts ("superuser" or "CREATEDB+CREATEROLE"), empty elsewhere.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ class InstanceHealth:
     problem: str = ""
     fix: str = ""
     notes: list[str] = field(default_factory=list)  # warnings: usable all the same
+    admin_mode: str = ""  # how the admin may act, where the engine has more than one way (PostgreSQL)
 
     @property
     def ok(self) -> bool:
@@ -187,6 +189,7 @@ class InstanceHealth:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["declaredKinds"] = data.pop("declared_kinds")
+        data["adminMode"] = data.pop("admin_mode")
         return {**data, "ok": self.ok, "degradedVerbs": self.degraded_verbs()}
 
 
@@ -218,6 +221,7 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
     try:
         probed = _probe(instance)
         health.version, health.notes, health.admin = probed.version, list(probed.notes), True
+        health.admin_mode = probed.mode
     except Rejected as err:
         health.admin = False
         health.problem = f"the admin credential was refused: {err}"
@@ -418,6 +422,7 @@ def render(report: Report) -> str:
     lines.append("instances:")
     for health in report.instances:
         admin = {True: "admin ok", False: "admin refused", None: "admin unchecked"}[health.admin]
+        admin += f" ({health.admin_mode})" if health.admin_mode else ""
         lines.append(f"  {mark(health.ok)} {health.name:<10} {health.engine:<10} {health.address:<21} "
                      f"{admin:<15} {health.version or '-'}")
         lines.append(f"       kinds: {', '.join(health.kinds) or 'none'}"

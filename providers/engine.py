@@ -48,6 +48,8 @@ class Probed:
 
     version: str
     notes: tuple[str, ...] = ()
+    #: How the admin may act where an engine has more than one way (PostgreSQL: superuser, or CREATEDB+CREATEROLE).
+    mode: str = ""
 
 
 class Rejected(Exception):

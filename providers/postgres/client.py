@@ -41,6 +41,8 @@ FEATURES = {
     "drop_database_force": lambda major: major >= 13,
     # Trusted extensions (installable by a database owner) exist since 13; before, treat none as trusted.
     "trusted_extensions": lambda major: major >= 13,
+    # GRANT ... WITH INHERIT/SET options, and CREATEROLE acting only on roles it holds ADMIN OPTION on.
+    "role_grant_options": lambda major: major >= 16,
 }
 
 #: PostgreSQL's `integer`: the largest connection limit it takes.
@@ -52,9 +54,10 @@ INT4_MAX = 2**31 - 1
 #: win): a search_path putting its functions and operators ahead of PostgreSQL's would run them as
 #: superuser; a `role` would run the admin's statements as another project's role; read-only
 #: transactions or tiny timeouts would make another project's purge fail in its database, and a library
-#: to preload that does not exist would shut every session out of it.
+#: to preload that does not exist would shut every session out of it. An admin that is not a superuser
+#: records a database's workspace in its own application_name there: pinned too, it names the session.
 ADMIN_SETTINGS = (
-    "search_path=pg_catalog,pg_temp", "role=none", "default_transaction_read_only=off",
+    "search_path=pg_catalog,pg_temp", "role=none", "application_name=devstack", "default_transaction_read_only=off",
     r"default_transaction_isolation=read\ committed", "statement_timeout=0", "lock_timeout=0",
     "idle_in_transaction_session_timeout=0", "local_preload_libraries=",
 )
@@ -91,15 +94,32 @@ def admin_options(address: str) -> str:
     return " ".join(f"-c {setting}" for setting in settings)
 
 
-#: Why the admin must be a superuser (CREATEDB and CREATEROLE, managed PostgreSQL's admin, fall short: an
-#: up would fail part-way with InsufficientPrivilege and leave roles that only a superuser can drop).
+#: What devstack does with the admin: a superuser may do it all; so may a role with CREATEDB and CREATEROLE
+#: (managed PostgreSQL's admin), made a member of a project's role for the time it acts as that role.
 ADMIN_NEEDS = ("devstack hands each project's databases to the project's role, and revokes, reassigns and drops "
-               "them, which PostgreSQL allows only a superuser for roles it is not a member of")
+               "them: a superuser may, and so may a role with CREATEDB and CREATEROLE, which devstack makes a "
+               "member of a project's role for the time it acts as that role")
+#: The admin's mode, as `devstack doctor` names it.
+SUPERUSER_MODE, LIMITED_MODE = "superuser", "CREATEDB+CREATEROLE"
 
 
-def superuser_fix(instance: SharedInstance) -> str:
-    """What an admin that is not a superuser needs (the provider's refusal and the doctor say it alike)."""
-    return (f"give {instance.admin_user!r} SUPERUSER, or set shared.{instance.name}.adminUser to a superuser")
+def admin_fix(instance: SharedInstance) -> str:
+    """What an admin that is neither needs (the provider's refusal and the doctor say it alike)."""
+    return (f"ALTER ROLE {instance.admin_user} CREATEDB CREATEROLE (or SUPERUSER), as a role that may, or set "
+            f"shared.{instance.name}.adminUser to a role that has them")
+
+
+def is_superuser(conn: psycopg.Connection) -> bool:
+    """Whether the session's login is a superuser (the server reports it at login: no query)."""
+    return conn.info.parameter_status("is_superuser") == "on"
+
+
+def admin_mode(conn: psycopg.Connection) -> str | None:
+    """SUPERUSER_MODE, LIMITED_MODE, or None when the login may do neither devstack needs."""
+    if is_superuser(conn):
+        return SUPERUSER_MODE
+    row = conn.execute("SELECT rolcreatedb AND rolcreaterole FROM pg_roles WHERE rolname = current_user").fetchone()
+    return LIMITED_MODE if row == (True,) else None
 
 
 @contextmanager
@@ -163,10 +183,10 @@ def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options
         else:
             hint = f"check devstack:{instance.admin_secret} in the stack config" if refused else instance.start_hint()
         raise EngineUnavailable("connect to", what, first, hint) from err
-    if conn.info.parameter_status("is_superuser") != "on":  # the server reports it at login: no query
+    if admin_mode(conn) is None:
         conn.close()
-        raise Unsupported("use", what, f"its admin role {instance.admin_user!r} is not a superuser",
-                          f"{ADMIN_NEEDS}: {superuser_fix(instance)}; nothing was changed")
+        raise Unsupported("use", what, f"its admin role {instance.admin_user!r} is neither a superuser nor has "
+                          "CREATEDB and CREATEROLE", f"{ADMIN_NEEDS}: {admin_fix(instance)}; nothing was changed")
     _majors.setdefault(instance.address, conn.info.server_version // 10000)
     return conn
 

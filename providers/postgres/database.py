@@ -17,13 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from providers import naming as naming_rules
 from providers.base import KindProvider
 from providers.credentials import Rotation, hashed_password, login_password
-from providers.errors import Conflict, InvalidSpec, NotFound, first_line
+from providers.errors import Conflict, EngineUnavailable, InvalidSpec, NotFound, first_line
 from providers.identity import PREFIXED, Identity
 from providers.instances import SharedInstance
 from providers.markers import Observed, marker_field, marker_owner, ownership_marker
 from providers.postgres import roles
 from providers.postgres.client import (
-    ENGINE_NAME, FEATURES, INT4_MAX, admin_connection, ddl_lock, password_works, psycopg, server_major, sql,
+    ENGINE_NAME, FEATURES, INT4_MAX, admin_connection, ddl_lock, is_superuser, password_works, psycopg, server_major,
+    sql,
 )
 from providers.postgres.extensions import (
     EXTENSIONS_FIX, check_extensions, create_extensions, drop_extensions, extension_problems, managed_extensions,
@@ -150,22 +151,27 @@ class Database(KindProvider):
                        -- which any role that may create databases can copy, data and all.
                        NOT d.datistemplate AND
                        NOT EXISTS (SELECT 1 FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
-                                   WHERE a.grantee <> d.datdba AND a.privilege_type IN ('CONNECT', 'TEMPORARY')),
-                       d.datallowconn, {recorded}
+                                   WHERE a.grantee <> d.datdba AND a.privilege_type IN ('CONNECT', 'TEMPORARY')
+                                     AND NOT {admins_connect}),
+                       d.datallowconn, has_database_privilege(d.oid, 'CONNECT'), {recorded}
                 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
                 WHERE d.datname = %s
-                """.format(recorded=RECORDED_WORKSPACES),
+                """.format(recorded=RECORDED_WORKSPACES, admins_connect=ADMINS_CONNECT),
                 (database,),
             ).fetchone()
             if row is None:
                 return None
-            owner_role, marker, role_marker, encoding, collate, connection_limit, isolated, allows_sessions, recorded = row
+            (owner_role, marker, role_marker, encoding, collate, connection_limit, isolated, allows_sessions,
+             admin_may_connect, recorded) = row
             owner = roles.database_owner(marker, owner_role, role_marker)
             params = {"encoding": encoding, "locale": collate, "connection_limit": connection_limit}
             logs_in = True
             if owner is not None:  # never open sessions in a database we do not manage
-                if allows_sessions:  # its owner may turn ALLOW_CONNECTIONS off: then nobody gets in, admin too
-                    params["extensions"] = managed_extensions(instance, database)
+                # Its owner may turn ALLOW_CONNECTIONS off: then nobody gets in, admin too. An admin that is not
+                # a superuser gets in by the CONNECT _converge grants it; without, the extensions stay as recorded.
+                extensions = self._extensions(instance, conn, database) if allows_sessions and admin_may_connect else None
+                if extensions is not None:
+                    params["extensions"] = extensions
                 row = roles.role_row(conn, owner_role)
                 isolated = isolated and not row.breached(owner)
                 # The login of the database's DSN: NOLOGIN, an expired password or a limit of the role's
@@ -177,6 +183,17 @@ class Database(KindProvider):
         attributes = {"user": owner_role, "isolated": isolated, "login": logs_in,
                       "marked": owner is not None and marker_owner(marker) == owner and workspace is not None}
         return Observed(owner=owner, params=params, attributes=attributes, workspace=workspace)
+
+    @staticmethod
+    def _extensions(instance: SharedInstance, conn: psycopg.Connection, database: str) -> list[str] | None:
+        """The extensions devstack installed there; None when its connection limit is reached, which holds
+        an admin that is not a superuser out too (a purge cut short leaves it 0): then they stay as recorded."""
+        try:
+            return managed_extensions(instance, database)
+        except EngineUnavailable as err:
+            if is_superuser(conn) or "too many connections for database" not in str(err):
+                raise
+            return None
 
     def create_resource(
         self, instance: SharedInstance, ident: Identity, spec: BaseModel, props: dict[str, Any]
@@ -191,34 +208,40 @@ class Database(KindProvider):
             password = self._joining_password(instance, conn, ident, role, props)
             made_role = self._ensure_role(conn, ident, role, password, marker)
             adopted = _database_exists(conn, database)
-            if not adopted:
-                try:
-                    conn.execute(
-                        sql.SQL(
-                            "CREATE DATABASE {} OWNER {} ENCODING {} LOCALE {} TEMPLATE template0"
-                        ).format(
-                            sql.Identifier(database),
-                            sql.Identifier(role),
-                            sql.Literal(spec.encoding),
-                            sql.Literal(spec.locale),
-                        )
-                    )
-                except (psycopg.errors.WrongObjectType, psycopg.errors.InvalidParameterValue) as err:
-                    if made_role:  # a role without its database would be left to nobody
-                        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
-                    raise InvalidSpec(
-                        "create", f"database {ident}",
-                        f"the server refused params.locale {spec.locale!r} with params.encoding {spec.encoding!r}: "
-                        f"{first_line(err)}",
-                        "set params.locale to a locale the server has (`locale -a` on its machine; C.UTF-8 always "
-                        "works) whose codeset is the encoding; nothing was created",
-                    ) from err
-            self._converge(conn, database, role, spec, marker, ident.owner)
-            if adopted:  # what an earlier declaration had installed and this one no longer lists goes, as on update
-                unlisted = set(managed_extensions(instance, database)) - set(spec.extensions)
-                drop_extensions(instance, ident, database, sorted(unlisted), "create")
-            create_extensions(instance, database, spec.extensions)
+            with roles.acting_as(conn, role, _owner_role(conn, database)):
+                self._create_database(instance, conn, ident, database, role, spec, marker, adopted, made_role)
         return self._attributes(instance, database, role, password)
+
+    def _create_database(self, instance: SharedInstance, conn: psycopg.Connection, ident: Identity, database: str,
+                         role: str, spec: DatabaseSpec, marker: str, adopted: bool, made_role: bool) -> None:
+        """CREATE DATABASE (unless adopted), then converge it and its extensions; as its owner (acting_as)."""
+        if not adopted:
+            try:
+                conn.execute(
+                    sql.SQL(
+                        "CREATE DATABASE {} OWNER {} ENCODING {} LOCALE {} TEMPLATE template0"
+                    ).format(
+                        sql.Identifier(database),
+                        sql.Identifier(role),
+                        sql.Literal(spec.encoding),
+                        sql.Literal(spec.locale),
+                    )
+                )
+            except (psycopg.errors.WrongObjectType, psycopg.errors.InvalidParameterValue) as err:
+                if made_role:  # a role without its database would be left to nobody
+                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                raise InvalidSpec(
+                    "create", f"database {ident}",
+                    f"the server refused params.locale {spec.locale!r} with params.encoding {spec.encoding!r}: "
+                    f"{first_line(err)}",
+                    "set params.locale to a locale the server has (`locale -a` on its machine; C.UTF-8 always "
+                    "works) whose codeset is the encoding; nothing was created",
+                ) from err
+        self._converge(conn, database, role, spec, marker, ident.owner)
+        if adopted:  # what an earlier declaration had installed and this one no longer lists goes, as on update
+            unlisted = set(managed_extensions(instance, database)) - set(spec.extensions)
+            drop_extensions(instance, ident, database, sorted(unlisted), "create")
+        create_extensions(instance, database, spec.extensions)
 
     def update_resource(
         self, instance: SharedInstance, ident: Identity, old: dict[str, Any], new: dict[str, Any]
@@ -237,9 +260,10 @@ class Database(KindProvider):
             check_extensions(conn, ident, spec.extensions, "update")
             if password != old.get("password") or False in (old.get("passwordInSync"), old.get("login")):
                 roles.set_password(conn, role, password)
-            self._converge(conn, database, role, spec, marker, ident.owner)
-            drop_extensions(instance, ident, database, sorted(removed))
-            create_extensions(instance, database, spec.extensions)
+            with roles.acting_as(conn, role, _owner_role(conn, database)):
+                self._converge(conn, database, role, spec, marker, ident.owner)
+                drop_extensions(instance, ident, database, sorted(removed))
+                create_extensions(instance, database, spec.extensions)
         return self._attributes(instance, database, role, password)
 
     def drop(self, instance: SharedInstance, ident: Identity, observed: Observed | None,
@@ -250,35 +274,46 @@ class Database(KindProvider):
                 # A drop cut short after DROP DATABASE: its LOGIN role (with a password) must go too,
                 # and then the drop is done (gc lists such a role as the database).
                 if roles.project_role_is_ours(conn, ident) and not _owns_a_database(conn, role):
-                    roles.drop_role(instance, conn, role, None)
+                    with roles.acting_as(conn, role):
+                        roles.drop_role(instance, conn, role, None)
                     return
                 raise NotFound("drop", f"database {ident}", "it does not exist")
             # Re-created by someone else since the last refresh: never drop theirs.
             self._check_database_owner(conn, ident, database, "drop")
-            # The role goes with the last database it owns. Another project may have granted it something
-            # in its own database: that goes first, so when that project keeps it from going (a lock held,
-            # sessions refused) the database and its role are left whole for the next try.
-            last = not _owns_a_database(conn, role, besides=database)
-            if last:
-                try:
-                    roles.release_role(instance, conn, role, None, spare=database)
-                except Conflict as err:
-                    raise Conflict(err.verb, err.what, err.cause, err.hint + "; nothing was dropped") from None
-            # Block new sessions, end only this database's sessions, then drop (a template cannot be dropped).
-            conn.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false CONNECTION LIMIT 0").format(sql.Identifier(database)))
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                (database,),
-            )
+            with roles.acting_as(conn, role, _owner_role(conn, database)):
+                self._drop_database(instance, conn, ident, database, role)
+
+    def _drop_database(self, instance: SharedInstance, conn: psycopg.Connection, ident: Identity, database: str,
+                       role: str) -> None:
+        """Drop a database of ours and, with the last one, its project's role; as its owner (acting_as)."""
+        # The role goes with the last database it owns. Another project may have granted it something
+        # in its own database: that goes first, so when that project keeps it from going (a lock held,
+        # sessions refused) the database and its role are left whole for the next try.
+        last = not _owns_a_database(conn, role, besides=database)
+        if last:
+            try:
+                roles.release_role(instance, conn, role, None, spare=database)
+            except Conflict as err:
+                raise Conflict(err.verb, err.what, err.cause, err.hint + "; nothing was dropped") from None
+        # Block new sessions, end only this database's sessions, then drop (a template cannot be dropped).
+        conn.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false CONNECTION LIMIT 0").format(sql.Identifier(database)))
+        with roles.acting_as(conn, *_project_sessions(conn, database, ident.owner)):
+            conn.execute(_END_SESSIONS, (database,))
             force = sql.SQL(" WITH (FORCE)") if FEATURES["drop_database_force"](server_major(conn)) else sql.SQL("")
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
-            if last and roles.role_row(conn, role) is not None:
-                try:
-                    roles.drop_role(instance, conn, role, None)
-                except Conflict as err:
-                    raise Conflict(err.verb, err.what, err.cause,
-                                   f"{err.hint}; the database was dropped and its login role is left until then: "
-                                   "`pulumi up` again drops it") from None
+            try:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
+            except psycopg.errors.InsufficientPrivilege as err:  # a session an admin that is not a superuser may not end
+                raise Conflict("drop", f"database {ident}", f"{first_line(err)}: a session there is not one the admin "
+                               f"{conn.info.user!r} may end", "end it (pg_stat_activity names it), or GRANT "
+                               f"pg_signal_backend TO {conn.info.user} (any but a superuser's), then run it again; the "
+                               "database refuses new sessions meanwhile") from None
+        if last and roles.role_row(conn, role) is not None:
+            try:
+                roles.drop_role(instance, conn, role, None)
+            except Conflict as err:
+                raise Conflict(err.verb, err.what, err.cause,
+                               f"{err.hint}; the database was dropped and its login role is left until then: "
+                               "`pulumi up` again drops it") from None
 
     def drift(self, olds: dict[str, Any]) -> list[str]:
         expected_user = tenant_role(olds["owner"]) if olds.get("owner") else None
@@ -325,6 +360,7 @@ class Database(KindProvider):
                            f"{ident.instance!r} and belongs to {holder}",
                            "every database of a project logs in as a role named after the project, so the project "
                            "needs another name on this server; nothing was changed")
+        roles.refuse_superuser_powers(conn, row)
         if row is not None:  # its password is the login of the databases it owns, whichever workspace's
             # Their own markers say whose they are (each update re-marks a database, never the role).
             for sibling, recorded in conn.execute(
@@ -358,10 +394,17 @@ class Database(KindProvider):
             conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
             for (grantee,) in conn.execute(_LET_IN, (database,)).fetchall():  # granted outside devstack
                 conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM {}").format(db, sql.Identifier(grantee)))
+            if not is_superuser(conn):  # it connects, to read and install extensions, by a grant of its own
+                conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO CURRENT_USER").format(db))
             conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(db, sql.Literal(marker)))
             # Its workspace where only an admin writes: a setting of the admin's own role in the database.
-            conn.execute(sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET devstack.workspace = {}")
-                         .format(db, sql.Literal(marker_field(marker, "stack") or "")))
+            # Only a superuser may set a custom one; another admin records it in application_name, which
+            # every admin session pins at login (ADMIN_SETTINGS), so it steers nothing.
+            workspace = marker_field(marker, "stack") or ""
+            setting, value = ((WORKSPACE_SETTING, workspace) if is_superuser(conn)
+                              else ("application_name", f"{WORKSPACE_SETTING}={workspace}"))
+            conn.execute(sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET {} = {}")
+                         .format(db, sql.SQL(setting), sql.Literal(value)))
 
     @staticmethod
     def _attributes(instance: SharedInstance, database: str, role: str, password: str) -> dict[str, Any]:
@@ -369,21 +412,40 @@ class Database(KindProvider):
                 "isolated": True, "login": True, "marked": True, "passwordInSync": True}
 
 
-#: Roles other than the owner granted CONNECT or TEMPORARY on a database: devstack grants none.
+#: A grant of CONNECT to an admin (a superuser, or a role with CREATEDB and CREATEROLE, which may make itself a
+#: member of any project's role anyway): how an admin that is not a superuser gets into a project's database.
+ADMINS_CONNECT = """(a.privilege_type = 'CONNECT' AND EXISTS (
+    SELECT 1 FROM pg_roles g WHERE g.oid = a.grantee AND (g.rolsuper OR (g.rolcreaterole AND g.rolcreatedb))))"""
+
+#: Roles other than the owner granted CONNECT or TEMPORARY on a database: devstack grants none but an admin's CONNECT.
 _LET_IN = """
     SELECT DISTINCT pg_get_userbyid(a.grantee) FROM pg_database d, aclexplode(d.datacl) a
     WHERE d.datname = %s AND a.grantee NOT IN (0, d.datdba) AND a.privilege_type IN ('CONNECT', 'TEMPORARY')
+      AND NOT {admins_connect}
+""".format(admins_connect=ADMINS_CONNECT)
+
+#: Ends the sessions in a database the admin may end: all for a superuser; else those of roles it acts as
+#: (acting_as), or with pg_signal_backend any but a superuser's. DROP DATABASE ... WITH (FORCE) ends the
+#: rest, or refuses.
+_END_SESSIONS = """
+    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+    WHERE datname = %s AND pid <> pg_backend_pid()
+      AND (current_setting('is_superuser') = 'on' OR pg_has_role(usesysid, 'USAGE')
+           OR (pg_has_role('pg_signal_backend', 'USAGE')
+               AND NOT EXISTS (SELECT 1 FROM pg_roles WHERE oid = usesysid AND rolsuper)))
 """
 
 
 #: The workspaces recorded for a database in a setting of an admin's own role there (`devstack.workspace`),
 #: which only an admin can write: its owner, the tenant, may rewrite the database's COMMENT at will.
-RECORDED_WORKSPACES = """
-    (SELECT array_agg(DISTINCT substr(c, length('devstack.workspace=') + 1))
+RECORDED_WORKSPACES = r"""
+    (SELECT array_agg(DISTINCT substring(c from '^(?:application_name=)?devstack\.workspace=(.*)$'))
      FROM pg_db_role_setting s JOIN pg_roles a ON a.oid = s.setrole, unnest(s.setconfig) c
      WHERE s.setdatabase = d.oid AND (a.rolsuper OR (a.rolcreaterole AND a.rolcreatedb))
-       AND c LIKE 'devstack.workspace=%%')
+       AND c ~ '^(application_name=)?devstack\.workspace=')
 """
+#: The setting's name, and the prefix of an application_name recording it (see _converge).
+WORKSPACE_SETTING = "devstack.workspace"
 
 
 def database_workspace(recorded: list[str] | None) -> str | None:
@@ -401,3 +463,20 @@ def _owns_a_database(conn: psycopg.Connection, role: str, besides: str = "") -> 
 
 def _database_exists(conn: psycopg.Connection, database: str) -> bool:
     return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone() is not None
+
+
+def _owner_role(conn: psycopg.Connection, database: str) -> str | None:
+    """The role that owns `database` now (None when there is none): an admin that is not a superuser acts
+    as it to hand the database to the project's role."""
+    row = conn.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s", (database,)).fetchone()
+    return row[0] if row else None
+
+
+def _project_sessions(conn: psycopg.Connection, database: str, owner: str) -> list[str]:
+    """The roles of project `owner` with a session in `database` (its own, its users'): the roles whose
+    sessions an admin that is not a superuser may end once it acts as them."""
+    rows = conn.execute(
+        "SELECT DISTINCT r.rolname, shobj_description(r.oid, 'pg_authid') FROM pg_stat_activity a "
+        "JOIN pg_roles r ON r.oid = a.usesysid WHERE a.datname = %s AND NOT r.rolsuper ORDER BY 1", (database,),
+    ).fetchall()
+    return [name for name, comment in rows if marker_owner(comment) == owner]

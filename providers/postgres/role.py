@@ -55,6 +55,7 @@ class Role(roles.ProjectRoleKind):
         name = self.engine_name(ident.name, ident.owner, naming=ident.naming)
         with admin_connection(instance) as conn, ddl_lock(conn):
             claimed = self._claim(conn, ident, name)
+            roles.refuse_superuser_powers(conn, claimed)
             with conn.transaction():  # never a role without its marker
                 if claimed is None:
                     conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))

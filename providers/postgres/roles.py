@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from providers.base import KindProvider
-from providers.errors import Conflict, NotFound
+from providers.errors import Conflict, NotFound, Unsupported, first_line
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.markers import Observed, marker_field, marker_owner, ownership_marker
 from providers.postgres.client import (
-    ENGINE_NAME, TENANT_LOCK_WAIT, admin_connection, ddl_lock, psycopg, sql, tenant_database,
+    ENGINE_NAME, FEATURES, TENANT_LOCK_WAIT, admin_connection, ddl_lock, is_superuser, psycopg, server_major, sql,
+    tenant_database,
 )
 from providers.postgres.names import namespaced_role, tenant_role
 
@@ -121,17 +122,34 @@ def role_row(conn: psycopg.Connection, name: str) -> RoleRow | None:
     return RoleRow(name, row[0], row[1], row[2], row[3], groups, tuple(row[5]), members, row[7])
 
 
+#: Powers only a superuser may take back: an admin that is not one may not even name them in ALTER ROLE.
+SUPERUSER_POWERS = frozenset({"SUPERUSER", "REPLICATION", "BYPASSRLS"})
+
+
 def contain(conn: psycopg.Connection, row: RoleRow, owner: str) -> None:
     """Take back what was granted outside devstack to reach past the project (see RoleRow.breached)."""
     if row.powers:
-        conn.execute(sql.SQL("ALTER ROLE {} WITH NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS")
-                     .format(sql.Identifier(row.name)))
+        refuse_superuser_powers(conn, row)
+        # The names come from role_row's fixed list, never from the server's text.
+        powers = sql.SQL(" ").join(sql.SQL("NO" + power) for power in row.powers)
+        conn.execute(sql.SQL("ALTER ROLE {} WITH {}").format(sql.Identifier(row.name), powers))
     for member, comment in row.members:
         if marker_owner(comment) != owner:
             conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(row.name), sql.Identifier(member)))
     for group, comment in row.groups:
         if marker_owner(comment) != owner:
             conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), sql.Identifier(row.name)))
+
+
+def refuse_superuser_powers(conn: psycopg.Connection, row: RoleRow | None) -> None:
+    """Unsupported, before anything changes, when `row` has a power only a superuser may take back and the
+    admin is not one: PostgreSQL then refuses it every ALTER ROLE of that role."""
+    kept = sorted(SUPERUSER_POWERS.intersection(row.powers if row else ()))
+    if kept and not is_superuser(conn):
+        raise Unsupported("contain", f"role {row.name!r}", f"it was given {', '.join(kept)} outside devstack, which "
+                          f"only a superuser may take back, and the admin {conn.info.user!r} is not one",
+                          f"have a superuser run ALTER ROLE {row.name} WITH {' '.join('NO' + p for p in kept)}, then "
+                          "run it again; nothing was changed")
 
 
 def password_literal(conn: psycopg.Connection, role: str, password: str) -> sql.Literal:
@@ -161,6 +179,63 @@ def set_memberships(conn: psycopg.Connection, row: RoleRow, expected: Iterable[s
         conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), member))
     for group in sorted(set(row.member_of) - wanted):
         conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), member))
+
+
+@contextmanager
+def acting_as(conn: psycopg.Connection, *names: str | None) -> Iterator[None]:
+    """Let the admin act as these roles for the block: hand one a database, alter and drop what it owns,
+    reassign and drop what it owns elsewhere, end its sessions.
+
+    A superuser may anyway. An admin with CREATEDB and CREATEROLE (managed
+    PostgreSQL's) may only as a member of the role, so it is made one for the
+    block and no longer (GRANT role TO CURRENT_USER, with INHERIT and SET on
+    16 and later, where its own ADMIN OPTION on a role it created gives
+    neither), as the Terraform provider does. A membership it already had is
+    left alone; a role dropped in the block takes its membership with it.
+    """
+    if is_superuser(conn):
+        yield
+        return
+    modern = FEATURES["role_grant_options"](server_major(conn))
+    options = sql.SQL(" WITH INHERIT TRUE, SET TRUE" if modern else "")
+    granted: list[str] = []
+    try:
+        for (name,) in conn.execute(_NOT_ACTING_AS.format(may_set="SET" if modern else "MEMBER"),
+                                    ([name for name in dict.fromkeys(names) if name],)).fetchall():
+            conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)) + options)
+            granted.append(name)
+        yield
+    except psycopg.errors.InsufficientPrivilege as err:
+        _stop_acting_as(conn, granted, quietly=True)
+        acting = ", ".join(repr(name) for name in names if name)
+        raise Unsupported("act as", f"role {acting}", f"PostgreSQL refused the admin {conn.info.user!r}, which is not "
+                          f"a superuser: {first_line(err)}",
+                          "on PostgreSQL 16 and later a CREATEROLE admin needs ADMIN OPTION on a role another admin "
+                          f"made (as that admin: GRANT <role> TO {conn.info.user} WITH ADMIN OPTION); or give "
+                          "shared.<instance>.adminUser SUPERUSER") from err
+    except BaseException:
+        _stop_acting_as(conn, granted, quietly=True)
+        raise
+    _stop_acting_as(conn, granted)
+
+
+#: The roles of a list the admin does not yet act as: without their privileges, or unable to SET ROLE to them.
+_NOT_ACTING_AS = ("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) "
+                  "AND NOT (pg_has_role(oid, 'USAGE') AND pg_has_role(oid, '{may_set}')) ORDER BY 1")
+
+
+def _stop_acting_as(conn: psycopg.Connection, granted: list[str], quietly: bool = False) -> None:
+    """Revoke the memberships acting_as granted, those of roles still there. `quietly` when another error
+    is on its way: a membership left behind is no breach (role_row leaves the admin out), only untidy."""
+    if not granted or conn.closed or conn.broken:
+        return
+    try:
+        for (name,) in conn.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) ORDER BY 1",
+                                    (granted,)).fetchall():
+            conn.execute(sql.SQL("REVOKE {} FROM CURRENT_USER").format(sql.Identifier(name)))
+    except psycopg.Error:
+        if not quietly:
+            raise
 
 
 def release_role(instance: SharedInstance, conn: psycopg.Connection, role: str, heir: str | None,
@@ -289,7 +364,8 @@ class ProjectRoleKind(KindProvider):
             if self._claim(conn, ident, name, "drop") is None:
                 raise NotFound("drop", f"{self.kind} {ident}", "it does not exist")
             heir = project if project_role_is_ours(conn, ident) else None
-            drop_role(instance, conn, name, heir)
+            with acting_as(conn, name, heir):  # REASSIGN and DROP OWNED act as both
+                drop_role(instance, conn, name, heir)
             _drop_unused_placeholder(conn, ident)
 
 

@@ -110,6 +110,7 @@ class User(roles.ProjectRoleKind):
         groups = self._groups(ident.owner, spec, role)
         with admin_connection(instance) as conn, ddl_lock(conn):
             row = self._claim(conn, ident, name)
+            roles.refuse_superuser_powers(conn, row)
             project_row = self._check_project_role(conn, ident, project)
             if spec.role:
                 self._check_group(conn, ident, spec.role, role)

@@ -17,41 +17,8 @@ from providers.postgres.client import DDL_LOCK_KEY, admin_connection
 from providers.postgres.database import Database, _database_exists
 from providers.postgres.role import Role
 from providers.postgres.user import User
-from tests.conftest import configured
 from tests.providers.conftest import props, stopped_answering
 from tests.providers.postgres.helpers import PG, connect, role_facts
-
-
-def test_an_admin_that_is_not_a_superuser_is_refused_before_anything_is_made(owner, admin_conn):
-    """CREATEDB and CREATEROLE (managed PostgreSQL's admin) fell short part-way through an up, with a
-    traceback, leaving login roles that only a superuser could drop. Said at once now, by the provider
-    and by the doctor."""
-    from pydantic import SecretStr
-
-    from devstack import doctor
-    from providers.errors import Unsupported
-    from providers.instances import SharedInstance
-
-    manager, password = f"{owner}_mgr", "mgr-secret-1"
-    admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB CREATEROLE PASSWORD {}").format(
-        sql.Identifier(manager), sql.Literal(password)))
-    # Managed PostgreSQL lets its admin into `postgres`; the local engine closes it to all but superusers.
-    admin_conn.execute(sql.SQL("GRANT CONNECT ON DATABASE postgres TO {}").format(sql.Identifier(manager)))
-    try:
-        shared = {"pg": {"engine": "postgres", **PG, "adminUser": manager, "adminSecret": "pgAdmin"}}
-        provider = configured(Database(), {"shared": shared}, {"postgres": password})
-        with pytest.raises(Unsupported, match=f"its admin role '{manager}' is not a superuser.*give '{manager}' SUPERUSER"):
-            provider.create(props("postgres", "pg", "database", owner, owner))
-        assert admin_conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (owner,)).fetchone()[0] == 0
-        instance = SharedInstance(name="pg", engine="postgres", adminUser=manager, adminSecret="pgAdmin",
-                                  admin_password=SecretStr(password), **PG)
-        health = doctor.check_instance(instance, ["database"], local_port=None)
-        assert (health.ok, health.admin) == (False, False) and "is not a superuser" in health.problem
-        assert "SUPERUSER" in health.fix
-    finally:
-        admin_conn.execute(sql.SQL("REVOKE CONNECT ON DATABASE postgres FROM {}").format(sql.Identifier(manager)))
-        for role in (owner, manager):  # the project's, had it been made (as it was before the fix)
-            admin_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_engine_down_names_engine_address_and_fix(configure, owner, local_workspace):
