@@ -9,7 +9,7 @@ state, not foreign resources, not other workspaces' resources).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -148,7 +148,7 @@ def collect_garbage(
     short = short_name(stack)
     mark = marker_workspace(short, encryption_salt(Path(stack.workspace.work_dir), short))
     at = history.now()
-    report, observed = _reconciled(stack.name, mark, filters, config, projects, tracked_resources(stack))
+    report, observed = _reconciled(stack.name, mark, filters, config, projects, lambda: tracked_resources(stack))
     doomed = report.orphans + (report.retained if include_retained else [])
     if not (prune and doomed):
         if prune:
@@ -157,10 +157,12 @@ def collect_garbage(
     require_confirmation(confirm, f"drop {len(report.orphans)} orphans"
                          + (f" and {len(report.retained)} retained" if include_retained else "") + ": "
                          + ", ".join(f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}" for o in doomed))
-    # While the question was open, an up may have adopted one (this workspace's, or another's that
-    # re-marked it): drop only what a fresh scan, against the ledger as it is now, still finds so.
+    # While the question was open, an up may have started (a teammate's, on a shared ledger) or adopted
+    # one: wait for any run holding the lock again, then drop only what a fresh scan, against the ledger
+    # as it is once the scan is done, still finds so.
+    wait_while_locked(stack, "prune", "orphans", lock_wait or LockWait.default())
     at = history.now()
-    fresh, observed = _reconciled(stack.name, mark, filters, config, projects, tracked_resources(stack))
+    fresh, observed = _reconciled(stack.name, mark, filters, config, projects, lambda: tracked_resources(stack))
     still = {item.same_object for item in fresh.orphans + (fresh.retained if include_retained else [])}
     left = [GcError(engine=o.engine, instance=o.instance,
                     error=f"{o.engine}/{o.instance}/{o.kind}/{o.engine_name}: "
@@ -277,11 +279,12 @@ def reconcile(
     workspace: str, mark: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
 ) -> GcReport:
     """Sort every scanned resource (see `_reconciled`)."""
-    return _reconciled(workspace, mark, filters, config, projects, tracked)[0]
+    return _reconciled(workspace, mark, filters, config, projects, lambda: tracked)[0]
 
 
 def _reconciled(
-    workspace: str, mark: str, filters: Filters, config: Mapping[str, Any], projects: set[str], tracked: list[Tracked]
+    workspace: str, mark: str, filters: Filters, config: Mapping[str, Any], projects: set[str],
+    tracked: Callable[[], list[Tracked]],
 ) -> tuple[GcReport, dict[tuple[str, str], list[str]]]:
     """Sort every scanned resource into managed, orphan, retained, foreign or another workspace's; list stale
     ledger entries. Orphans belong to projects the workspace no longer lists; retained ones, outside the
@@ -292,19 +295,24 @@ def _reconciled(
     they named the ledger) is this workspace's only while its ledger holds it: outside, it may be
     another clone's stack of that name.
 
+    `tracked` reads the ledger once the scan is done: what a run recorded while it scanned is then held.
+    Whatever the ledger holds is never an orphan, listed project or not: a teammate's project this
+    checkout has not pulled yet is in a shared ledger, and the next `up` settles a removed one.
+
     Also returns the ids of the ledger entries the scan found, by their (engine, instance).
     """
     ours = {mark, marked_stack(mark)[0]}
     instances = [i for i in instances_from_config(config).values() if filters.engine in (None, i.engine)]
     servers = {i.name: server for i in instances if (server := _server(i.engine, i.host, i.port, i.region))}
     found, scanned, errors = _scan_all(sorted(instances, key=lambda i: i.name), filters)
+    tracked_now = tracked()
     # Two instance names of one server (`localhost` and `127.0.0.1`, an instance renamed before the up
     # that follows) find the same objects: each counts once, under the first name.
     unique: dict[Key, Found] = {}
     for f in found:
         unique.setdefault((servers[f.instance], f.kind, f.engine_name), f)
     scanned_servers = {servers[name] for name in scanned}
-    ledger = {key: t for t in tracked
+    ledger = {key: t for t in tracked_now
               if filters.matches(t.ident) and (key := _ledger_key(t, servers)) is not None and key[0] in scanned_servers
               and registry.provider_class(t.ident.engine, t.ident.kind).listed}
     managed, orphans, retained, foreign, others, matched = 0, [], [], [], [], set()
@@ -320,13 +328,11 @@ def _reconciled(
             # The ledger holds it: this workspace's, bare-named marker included, unless another re-marked it.
             elsewhere = bool(f.stack) and f.stack not in ours
             matched.add(key)
-            if f.owner in projects:
-                managed += 1
-            elif elsewhere:
+            if elsewhere and f.owner not in projects:
                 # Another workspace that lists a project of this name has re-marked it: it uses it now.
                 others.append(_item(f, f"{_elsewhere(f.stack or '', mark)}, which lists project {f.owner!r} too"))
             else:
-                orphans.append(_item(f, f"owned by project {f.owner!r}, which the workspace no longer lists"))
+                managed += 1
         elif f.stack == mark and f.doubt:
             others.append(_item(f, f"{f.doubt}: not provably this workspace's, so gc leaves it; drop it by hand "
                                    f"if it is"))

@@ -171,8 +171,6 @@ def test_two_workspaces_on_one_backend_run_at_once_and_keep_apart(tmp_path, admi
         assert not any(database_exists(admin, database(f"{prefix}-{who}")) for who in stacks)
 
 
-@pytest.mark.xfail(strict=True, reason="gc takes the projects from the checkout's own files: a project a teammate "
-                                       "added and brought up is an orphan in a checkout that has not pulled it")
 def test_a_checkout_that_has_not_pulled_a_new_project_finds_no_orphan_of_it(tmp_path, admin, shared, prefix):
     """Bob adds a project and brings it up; Ann's checkout, not pulled since, runs gc. The ledger holds
     the new project's resources: they are Bob's, not orphans (docs/team.md says to pull before a prune)."""
@@ -194,13 +192,13 @@ def test_a_checkout_that_has_not_pulled_a_new_project_finds_no_orphan_of_it(tmp_
             destroy_stack(stack_b, purge_data=True, confirm=yes, lock_wait=LockWait(60, lambda _: None))
 
 
-@pytest.mark.xfail(strict=True, reason="gc --prune waits for the lock before its scan and question only: a run that "
-                                       "takes the lock meanwhile (recording what it makes at its end) is not waited for")
 def test_a_prune_confirmed_while_a_teammate_runs_waits_for_that_run(tmp_path, admin, shared, prefix):
     """While gc --prune asks its question, a teammate's up takes the stack's lock. An up records what it
     makes at its end: what it has made so far looks like orphans. The confirmed prune must wait for it
     (here: refuse past --lock-wait), dropping nothing."""
     from devstack.errors import EngineError
+    from devstack.listing import list_resources
+    from devstack.removal import remove_resource
     from tests.devstack.test_locks import held_up
 
     pa, pb = f"{prefix}-ann", f"{prefix}-gone"
@@ -211,7 +209,9 @@ def test_a_prune_confirmed_while_a_teammate_runs_waits_for_that_run(tmp_path, ad
         files = [write_project(ann.work, p, PROJECT[:1]) for p in (pa, pb)]
         configure(stack, files, team, admin, name="team")
         stack.up()
-        configure(stack, files[:1], team, admin, name="team")  # pb no longer listed: its database an orphan
+        configure(stack, files[:1], team, admin, name="team")  # pb no longer listed
+        for item in list_resources(stack, project=pb).items:  # and out of the ledger, data kept: orphans
+            remove_resource(stack, item.id, confirm=yes, lock_wait=LockWait(60, lambda _: None))
         running = []
 
         def teammate_starts_an_up(_question: str) -> bool:
