@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -31,9 +32,9 @@ from devstack.declare import resolve
 from devstack.environment import last_up_failed, service_env
 from devstack.errors import Confirm, InvalidQuery
 from devstack.gc import GcReport, collect_garbage
-from devstack.listing import list_resources, show_resource
+from devstack.listing import list_resources, resource_history, show_resource
 from devstack.locks import LockWait, verb_lock, waiting_for_lock
-from devstack.models import Destruction, Model, Recovery, ResourceDetail, ResourcePage, ServiceEnv
+from devstack.models import Destruction, Model, Recovery, ResourceDetail, ResourceHistory, ResourcePage, ServiceEnv
 from devstack.recovery import recover
 from devstack.removal import destroy_stack
 from devstack.stack import command_error, gracefully, hide_passwords, open_stack
@@ -365,6 +366,10 @@ class Workspace:
         """One resource in full (`devstack resource show`); secret attributes masked unless show_secrets=True."""
         return show_resource(self.stack, name, **filters)
 
+    def history(self, name: str, **filters: Any) -> ResourceHistory:
+        """One resource's lifecycle and events, a removed one's too (`devstack resource history`)."""
+        return resource_history(self.stack, name, **filters)
+
     def env(self, project: str, service: str, *, show_secrets: bool = True,
             warn: Callable[[str], None] | None = None) -> Environment:
         """The service's environment (`devstack env`). `warn` (default: the `devstack` logger) hears when the
@@ -425,8 +430,10 @@ class Workspace:
     def gc(self, *, prune: bool = False, include_retained: bool = False, confirm: Confirm | None = None,
            **filters: Any) -> GcReport:
         """Scan the engines and reconcile with the ledger (`devstack resource gc`); `prune` drops the orphans."""
-        return collect_garbage(self.stack, prune=prune, include_retained=include_retained, confirm=confirm or _yes,
-                               lock_wait=self.lock_wait, **filters)
+        # A prune holds the checkout's verb lock, as every verb that drops data does.
+        with verb_lock(self.stack, "prune", "orphans", self.lock_wait) if prune else nullcontext():
+            return collect_garbage(self.stack, prune=prune, include_retained=include_retained,
+                                   confirm=confirm or _yes, lock_wait=self.lock_wait, **filters)
 
     def recover(self) -> Recovery:
         """After a killed up: repair, unlock, resolve pending operations (`devstack recover`)."""

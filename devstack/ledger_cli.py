@@ -18,6 +18,11 @@ $DEVSTACK_LOCK_WAIT, else 300), saying on stderr whose lock. Typed
 errors print their message on stderr and exit with their code
 (devstack.errors); argparse exits 2 on unknown flags. --json output
 follows the schemas in devstack/schemas/.
+
+Each command is a call of devstack.api, the API other Python code uses, and
+its printing. `rm` and `recover` call their verbs themselves: `rm` also
+edits the resource's devstack.yaml, and `recover` must work on a stack that
+does not open.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ import json
 import re
 import sys
 from collections import Counter
-from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -48,14 +52,15 @@ from devstack.command import (
     open_from,
     table,
     work_dir_option,
+    workspace_from,
 )
 from devstack.errors import DevstackError, InvalidQuery, NotFound
-from devstack.gc import GcItem, collect_garbage
-from devstack.listing import DEFAULT_LIMIT, MAX_LIMIT, list_resources, resource_history, show_resource
+from devstack.gc import GcItem
+from devstack.listing import DEFAULT_LIMIT, MAX_LIMIT
 from devstack.locks import verb_lock
 from devstack.models import Resource, ResourcePage
 from devstack.recovery import recover
-from devstack.removal import destroy_stack, remove_resource
+from devstack.removal import remove_resource
 from devstack.state import LIFECYCLES
 from devstack.workspace import Workspace, cannot_read, current_project, without_declaration, write_text
 from devstack.yamledit import EditError
@@ -163,10 +168,10 @@ def project_here(args: argparse.Namespace, stack, name: str | None = None) -> st
 
 @guarded
 def run_list(args: argparse.Namespace) -> int:
-    stack = open_from(args)
-    page = list_resources(stack, project=project_here(args, stack), engine=args.engine, kind=args.kind,
-                          instance=args.instance, name=args.name, lifecycle=args.lifecycle, limit=args.limit,
-                          cursor=args.cursor)
+    ws = workspace_from(args)
+    page = ws.resources(project=project_here(args, ws.stack), engine=args.engine, kind=args.kind,
+                        instance=args.instance, name=args.name, lifecycle=args.lifecycle, limit=args.limit,
+                        cursor=args.cursor)
     if args.json:
         emit_json(page)
         return 0
@@ -188,9 +193,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 @guarded
 def run_show(args: argparse.Namespace) -> int:
-    stack = open_from(args)
-    detail = show_resource(stack, args.name, engine=args.engine, project=project_here(args, stack, args.name),
-                                  kind=args.kind, show_secrets=args.show_secrets)
+    ws = workspace_from(args)
+    detail = ws.resource(args.name, engine=args.engine, project=project_here(args, ws.stack, args.name),
+                         kind=args.kind, show_secrets=args.show_secrets)
     if args.json:
         emit_json(detail)
         return 0
@@ -215,9 +220,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 @guarded
 def run_history(args: argparse.Namespace) -> int:
-    stack = open_from(args)
-    found = resource_history(stack, args.name, engine=args.engine, project=project_here(args, stack, args.name),
-                             kind=args.kind)
+    ws = workspace_from(args)
+    found = ws.history(args.name, engine=args.engine, project=project_here(args, ws.stack, args.name),
+                       kind=args.kind)
     if args.json:
         emit_json(found)
         return 0
@@ -238,11 +243,8 @@ def _gc_rows(items: list[GcItem]) -> list[list[str]]:
 
 @guarded
 def run_gc(args: argparse.Namespace) -> int:
-    stack, wait = open_from(args), lock_wait(args)
-    with verb_lock(stack, "prune", "orphans", wait) if args.prune else nullcontext():
-        report = collect_garbage(stack, engine=args.engine, kind=args.kind, project=args.project,
-                                        prune=args.prune, include_retained=args.include_retained,
-                                        confirm=confirmer(args), lock_wait=wait)
+    report = workspace_from(args).gc(engine=args.engine, kind=args.kind, project=args.project, prune=args.prune,
+                                     include_retained=args.include_retained, confirm=confirmer(args))
     if args.json:
         emit_json(report)
     else:
@@ -335,13 +337,11 @@ def _declaration_edit(stack, resource: Resource) -> list[tuple[Path, str, str]]:
 
 @guarded
 def run_destroy(args: argparse.Namespace) -> int:
-    stack, wait = open_from(args), lock_wait(args)
+    ws = workspace_from(args)
     if args.project is not None and not args.project.strip():
         raise InvalidQuery("destroy", "--project ''", "the value is empty", "name a project, or leave --project out "
                            "to destroy the whole workspace")
-    with verb_lock(stack, "destroy", f"workspace {stack.name!r}", wait):
-        result = destroy_stack(stack, purge_data=args.purge_data, confirm=confirmer(args), lock_wait=wait,
-                                      project=args.project)
+    result = ws.destroy(purge_data=args.purge_data, project=args.project, confirm=confirmer(args))
     if args.json:
         emit_json(result)
         return 0
