@@ -282,9 +282,12 @@ def test_a_running_up_on_the_postgres_ledger_holds_off_rm_destroy_gc_and_purges(
         assert not database_exists(admin, databases[0])
         stack.set_config("devstack:workspace", json_value({"name": "team", "shared": {
             k: v for k, v in local_shared.items() if k in ("pg", "cache", "events")}, "projects": files[:1]}))
-        report = gc.collect_garbage(stack, prune=True, confirm=yes, lock_wait=wait)  # b is no longer listed
+        # b is no longer listed, and out of the ledger with its data kept: an orphan gc --prune drops.
+        removed = removal.remove_resource(stack, b, kind="database", lock_wait=wait)
+        assert removed.resource.id == f"postgres/pg/database/{b}@{b}" and not removed.data_dropped
+        report = gc.collect_garbage(stack, prune=True, confirm=yes, lock_wait=wait)
         assert report.pruned == [f"postgres/pg/database/{b}@{b}"] and not database_exists(admin, databases[1])
-        assert removal.destroy_stack(stack, lock_wait=wait).untracked == [f"postgres/pg/database/{b}@{b}"]
+        assert removal.destroy_stack(stack, lock_wait=wait).untracked == []
         assert state.tracked_resources(stack) == []
         print(f"released: rm --purge-data, gc --prune and destroy in {time.monotonic() - released:.1f}s")
 
