@@ -26,7 +26,7 @@ from pulumi import automation as auto
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from devstack import doctor as doctor_verb
-from devstack.declare import Out, Outcome, Target, _changes, attributes, create as declare_create
+from devstack.declare import Out, Outcome, Target, attributes, change_counts, create as declare_create
 from devstack.declare import remove as declare_remove
 from devstack.declare import resolve
 from devstack.environment import last_up_failed, service_env
@@ -345,7 +345,7 @@ class Workspace:
             result = waiting_for_lock(self.stack, operation, what, self.lock_wait, call)
         except auto.errors.CommandError as err:
             raise command_error(operation, what, err) from err
-        return Run(workspace=self.name, operation=operation, changes=_changes(result),
+        return Run(workspace=self.name, operation=operation, changes=change_counts(result),
                    seconds=round(time.monotonic() - started, 3))
 
     def outputs(self) -> dict[str, Any]:

@@ -152,7 +152,9 @@ def _entry_index(text: str, target: Target) -> int | None:
 # --- targeted preview and update ---------------------------------------------
 
 
-def _changes(result: Any) -> dict[str, int]:
+def change_counts(result: Any) -> dict[str, int]:
+    """The counts of a preview's or an update's changes by operation (`create`, `update`, `delete` ...),
+    without `same`."""
     counts = result.change_summary if hasattr(result, "change_summary") else result.summary.resource_changes
     return {str(getattr(op, "value", op)): n for op, n in (counts or {}).items() if str(getattr(op, "value", op)) != "same"}
 
@@ -165,7 +167,7 @@ def preview(target: Target, out: Out, plan: Plan | None = None) -> dict[str, int
     urns, dependents = plan or target.targets()
     ws = target.workspace
     try:
-        return _changes(waiting_for_lock(ws.stack, "preview", target.what, ws.lock_wait, lambda: (
+        return change_counts(waiting_for_lock(ws.stack, "preview", target.what, ws.lock_wait, lambda: (
             ws.stack.preview(target=urns, target_dependents=dependents, on_output=out))))
     except auto.errors.CommandError as err:
         raise command_error("preview", target.what, err) from err
@@ -286,14 +288,14 @@ def _apply(target: Target, original: str, new: str, confirm: Confirm | None, out
             raise
         result = update(target, plan)
         if removing:
-            _require_deleted(target, _changes(result), "update")
+            _require_deleted(target, change_counts(result), "update")
     except (EngineError, IdentityConflict, Aborted) as err:
         if not outcome.file_changed:
             raise
         write_text(target.project.path, original)
         hint = "; ".join(filter(None, [err.hint, f"{target.project.relative} {restored}"]))
         raise type(err)(err.verb, err.what, err.cause, hint) from err
-    outcome.changes, outcome.outputs = _changes(result), result.outputs
+    outcome.changes, outcome.outputs = change_counts(result), result.outputs
     return outcome
 
 
