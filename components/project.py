@@ -156,7 +156,10 @@ class Project(pulumi.ComponentResource):
 
     def _resource_outputs(self, decl: ResourceDecl, resource: Resource) -> dict[str, Any]:
         """Provider attributes plus template exports; secret ones stay secret."""
-        template = templates.engine_template(self._ws.shared[decl.uses].engine).kinds[decl.kind]
+        instance = self._ws.shared[decl.uses]
+        template = templates.engine_template(instance.engine).kinds[decl.kind]
+        # TLS is the instance's, known here: exports read it without a provider attribute for it.
+        known = instance.template_values()
         # The engine already encrypts secret attributes (additional_secret_outputs);
         # marking them here too keeps the exported outputs secret whatever runs us.
         outputs: dict[str, Any] = {
@@ -164,9 +167,10 @@ class Project(pulumi.ComponentResource):
             for name in template.attributes
         }
         for name, export in template.exports.items():
-            used = sorted(export.uses)
+            used = sorted(export.uses - known.keys())
+            given = {key: known[key] for key in export.uses & known.keys()}
             value = pulumi.Output.all(*(getattr(resource, n) for n in used)).apply(
-                lambda values, export=export, used=used: export.render(dict(zip(used, values)))
+                lambda values, export=export, used=used, given=given: export.render({**given, **dict(zip(used, values))})
             )
             outputs[name] = pulumi.Output.secret(value) if template.is_secret(name) else value
         return outputs

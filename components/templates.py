@@ -119,5 +119,5 @@ def engine_template(engine: str) -> EngineTemplate:
 def instance_attributes(engine: str, instance: Any) -> dict[str, str]:
     """The non-secret attributes of a shared instance that `${ref}` may read."""
     values = {"host": instance.host, "port": instance.port, "servers": instance.several,
-              "version": instance.version or "", "name": instance.name}
+              "version": instance.version or "", "name": instance.name, **instance.template_values()}
     return {name: export.render(values) for name, export in engine_template(engine).instance.items()}

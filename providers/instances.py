@@ -7,9 +7,15 @@ each names the config key of its admin secret. Providers receive both through
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
+import os
 import socket
+import ssl
+import tempfile
+import threading
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
@@ -70,6 +76,102 @@ def split_address(text: str) -> tuple[str, int]:
     return canonical_host(head), int(port)
 
 
+class InstanceTls(BaseModel):
+    """How clients reach an instance over TLS: the `tls:` block of a shared instance (`tls: true` for
+    the system's trust store and the host's name). Verification is on unless `verify: false`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, hide_input_in_errors=True)
+
+    #: The CA bundle that signs the server's certificate: a PEM file, or the stack-config key of its text.
+    ca_file: str | None = Field(default=None, alias="caFile")
+    ca_secret: str | None = Field(default=None, alias="caSecret")
+    #: The name the server's certificate is checked against; the host when unset.
+    server_name: str | None = Field(default=None, alias="serverName")
+    verify: bool = True
+    #: A client certificate, where the engine asks for one: its PEM file, and its key's file or config key.
+    cert_file: str | None = Field(default=None, alias="certFile")
+    key_file: str | None = Field(default=None, alias="keyFile")
+    key_secret: str | None = Field(default=None, alias="keySecret")
+    ca_pem: str | None = Field(default=None, exclude=True)
+    key_pem: SecretStr | None = Field(default=None, exclude=True)
+
+    @field_validator("ca_file", "cert_file", "key_file")
+    @classmethod
+    def _a_readable_file(cls, value: str | None) -> str | None:
+        # Absolute, so the program and the provider (and a service given it) read the same file.
+        if value is None:
+            return None
+        path = Path(value).expanduser().absolute()
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise ValueError(f"{value!r} is no readable file: give the path of a PEM file (absolute, or from the "
+                             "directory Pulumi runs in)")
+        return str(path)
+
+    @field_validator("ca_secret", "key_secret", "server_name")
+    @classmethod
+    def _a_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and (not value.strip() or value != value.strip()):
+            raise ValueError("blank or with spaces around it; give the name itself")
+        if value is not None and info.field_name != "server_name" and ":" in value:
+            raise ValueError("has a namespace; give the key alone (it is read as devstack:<key>)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source_each(self) -> "InstanceTls":
+        if self.ca_file and self.ca_secret:
+            raise ValueError("tls: give caFile or caSecret, not both")
+        if self.key_file and self.key_secret:
+            raise ValueError("tls: give keyFile or keySecret, not both")
+        if bool(self.cert_file) != bool(self.key_file or self.key_secret):
+            raise ValueError("tls: a client certificate needs both certFile and keyFile (or keySecret)")
+        return self
+
+    def server_name_for(self, host: str) -> str:
+        return self.server_name or host
+
+    def ca_path(self) -> str | None:
+        """A file holding the CA bundle (caSecret's text is written to one once), or None for the system's."""
+        if self.ca_secret and self.ca_pem is None:
+            raise LookupError(f"tls.caSecret names devstack:{self.ca_secret}, which the stack config does not set")
+        return self.ca_file or (_private_file("ca", self.ca_pem) if self.ca_pem else None)
+
+    def client_cert(self) -> tuple[str, str] | None:
+        """(certificate file, key file) of the client certificate, or None."""
+        if not self.cert_file:
+            return None
+        if self.key_secret and self.key_pem is None:
+            raise LookupError(f"tls.keySecret names devstack:{self.key_secret}, which the stack config does not set")
+        key = self.key_file or _private_file("key", self.key_pem.get_secret_value())
+        return self.cert_file, key
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client context: the CA (or the system's), hostname checking and verification as configured."""
+        context = ssl.create_default_context(cafile=self.ca_path())
+        if not self.verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if cert := self.client_cert():
+            context.load_cert_chain(*cert)
+        return context
+
+
+_PRIVATE_DIR: list[str] = []
+_PRIVATE_LOCK = threading.Lock()
+
+
+def _private_file(kind: str, text: str) -> str:
+    """`text` in a file only this user reads, in a private directory of this process; one per content."""
+    with _PRIVATE_LOCK:
+        if not _PRIVATE_DIR:
+            _PRIVATE_DIR.append(tempfile.mkdtemp(prefix="devstack-tls-"))
+        path = Path(_PRIVATE_DIR[0]) / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.pem"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+        return str(path)
+
+
 class SharedInstance(BaseModel):
     """One shared, already-running engine the workspace provides."""
 
@@ -84,6 +186,8 @@ class SharedInstance(BaseModel):
     #: Kafka and NATS: every bootstrap address of the cluster, `host:port` each; the first is `host`/`port`.
     servers: tuple[str, ...] | None = None
     region: str | None = None  # AWS-API engines; us-east-1 when unset
+    #: Reached over TLS when set (`tls: true` or a block); plaintext when absent or `tls: false`.
+    tls: InstanceTls | None = None
     admin_user: str = Field(alias="adminUser")
     admin_secret: str = Field(alias="adminSecret", description="config key holding the admin password")
     admin_password: SecretStr | None = Field(default=None, exclude=True)
@@ -122,6 +226,19 @@ class SharedInstance(BaseModel):
                 host, port = "127.0.0.1", 1
             return {**data, "host": host, "port": port}
         return data
+
+    @field_validator("tls", mode="before")
+    @classmethod
+    def _tls_shorthand(cls, value: Any) -> Any:
+        if value is True:
+            return {}
+        if value is False or value is None:
+            return None
+        if isinstance(value, dict) and "enabled" in value:
+            # `enabled: false` keeps a block written out for later without turning it on.
+            rest = {key: item for key, item in value.items() if key != "enabled"}
+            return rest if value["enabled"] is True else None if value["enabled"] is False else value
+        return value
 
     @field_validator("host")
     @classmethod
@@ -204,6 +321,17 @@ class SharedInstance(BaseModel):
         """Every address as a URL of `scheme` (`nats://[::1]:4222`)."""
         return [f"{scheme}://{join_address(host, port)}" for host, port in self.addresses]
 
+    def scheme(self, plain: str, secure: str) -> str:
+        """`secure` (`https`, `rediss`, `tls`) when the instance is reached over TLS, else `plain`."""
+        return secure if self.tls else plain
+
+    def template_values(self) -> dict[str, Any]:
+        """What templates may read of the instance's TLS: `tls`, `caFile` (a configured file only: a service
+        given a caSecret's CA reads it from where the team keeps it), `serverName`, `tlsVerify`."""
+        tls = self.tls
+        return {"tls": tls is not None, "caFile": (tls.ca_file or "") if tls else "",
+                "serverName": tls.server_name_for(self.host) if tls else "", "tlsVerify": bool(tls and tls.verify)}
+
     def password(self) -> str:
         if self.admin_password is None:
             raise LookupError(f"no admin password configured for instance {self.name!r} (config key devstack:{self.admin_secret})")
@@ -234,8 +362,22 @@ def instances_from_config(config: _ConfigReader) -> dict[str, SharedInstance]:
         secret_key = raw.get("adminSecret", "")
         password = config.get(f"devstack:{secret_key}") if secret_key else None
         secret = SecretStr(password) if password is not None else None  # never a plain str, even in an error
-        instances[name] = SharedInstance.model_validate({**raw, "name": name, "admin_password": secret})
+        instances[name] = SharedInstance.model_validate({**raw, "name": name, "admin_password": secret,
+                                                         **_tls_secrets(config, raw.get("tls"))})
     return instances
+
+
+def _tls_secrets(config: _ConfigReader, tls: Any) -> dict[str, Any]:
+    """`tls` with the texts its caSecret and keySecret name read from the stack config."""
+    if not isinstance(tls, dict) or not (tls.get("caSecret") or tls.get("keySecret")):
+        return {}
+    found = {}
+    if key := tls.get("caSecret"):
+        found["ca_pem"] = config.get(f"devstack:{key}")
+    if key := tls.get("keySecret"):
+        value = config.get(f"devstack:{key}")
+        found["key_pem"] = SecretStr(value) if value is not None else None
+    return {"tls": {**tls, **found}}
 
 
 def adoptions_from_config(config: _ConfigReader) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Command line: start, stop, report or reset the local shared engines.
 
     python -m tools.engines start  [ENGINE ...]   # no names = all, in registry order
+    python -m tools.engines start --tls [ENGINE ...]  # serve TLS only, from a CA made here (tools/engines/tls.py)
     python -m tools.engines stop   [ENGINE ...]   # reverse registry order
     python -m tools.engines status [ENGINE ...]
     python -m tools.engines reset  ENGINE ...     # delete that engine's data dir (stopped only)
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 from tools.engines import ENGINES, load
-from tools.engines.base import Credential, Engine, EngineError
+from tools.engines.base import Credential, Engine, EngineError, tls_dir
 
 CredentialSource = Callable[[], Mapping[str, Credential]]
 
@@ -45,7 +46,16 @@ def main(argv: list[str] | None = None, credentials: CredentialSource | None = N
         except Exception as exc:  # whatever the stack config lookup raises, say so and stop
             print(f"cannot read the engines' admin credentials: {exc}", file=sys.stderr)
             return 2
-    results = [_run_one(args.command, name, creds.get(name)) for name in names]
+    if args.tls and args.command != "start":
+        parser.error("--tls goes with start")
+    if args.tls:
+        from tools.engines.tls import ensure_tls_files
+
+        ensure_tls_files()
+    results = [_run_one(args.command, name, creds.get(name), args.tls) for name in names]
+    if args.tls and any(results):
+        print(f"TLS: clients trust {tls_dir() / 'ca.pem'}; give each instance `tls: {{caFile: <that path>}}` "
+              "in the stack config (docs/engines.md)")
     return 0 if all(results) else 1
 
 
@@ -54,10 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("command", choices=["start", "stop", "status", "reset", "install"])
     parser.add_argument("engines", nargs="*", metavar="ENGINE",
                         help=f"any of: {', '.join(ENGINES)} (default: all)")
+    parser.add_argument("--tls", action="store_true",
+                        help="start: serve TLS only, with certificates from a CA made under the engines dir")
     return parser
 
 
-def _run_one(command: str, name: str, credential: Credential | None) -> bool:
+def _run_one(command: str, name: str, credential: Credential | None, tls: bool = False) -> bool:
     """Run one verb on one engine, print its outcome; False on failure."""
     try:
         engine = load(name)
@@ -66,7 +78,7 @@ def _run_one(command: str, name: str, credential: Credential | None) -> bool:
               file=sys.stdout if command == "status" else sys.stderr)
         return False
     try:
-        print(_verb(command, engine, credential), flush=True)
+        print(_verb(command, engine, credential, tls), flush=True)
         return True
     except EngineError as exc:
         print(exc, file=sys.stderr, flush=True)
@@ -75,9 +87,9 @@ def _run_one(command: str, name: str, credential: Credential | None) -> bool:
     return False
 
 
-def _verb(command: str, engine: Engine, credential: Credential | None) -> str:
+def _verb(command: str, engine: Engine, credential: Credential | None, tls: bool) -> str:
     if command == "start":
-        return engine.start(credential)
+        return engine.start(credential, tls)
     if command == "stop":
         return engine.stop()
     if command == "reset":

@@ -43,6 +43,42 @@ def engines_dir() -> Path:
     return Path(override) if override else REPO_ROOT / ".devstack" / "engines"
 
 
+def tls_dir() -> Path:
+    """Where `tools.engines.tls` keeps the CA and certificates engines started with `--tls` serve."""
+    return engines_dir() / "tls"
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Paths of one set of PEM files (made by `tools.engines.tls.ensure_tls_files`); `ca` is what clients trust."""
+
+    dir: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.dir / "ca.pem"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.dir / "ca-key.pem"
+
+    @property
+    def cert(self) -> Path:
+        return self.dir / "server.pem"
+
+    @property
+    def key(self) -> Path:
+        return self.dir / "server-key.pem"
+
+    @property
+    def client_cert(self) -> Path:
+        return self.dir / "client.pem"
+
+    @property
+    def client_key(self) -> Path:
+        return self.dir / "client-key.pem"
+
+
 class Credential(Protocol):
     """What an engine needs of `tools.engines.credentials.AdminCredential`."""
 
@@ -103,6 +139,25 @@ class Engine:
     def address(self) -> str:
         return f"{HOST}:{self.port}"
 
+    @property
+    def tls_marker(self) -> Path:
+        """Present while the engine was last started with `--tls`: status and health then speak TLS too."""
+        return self.dir / "tls-enabled"
+
+    @property
+    def tls(self) -> TlsFiles | None:
+        """The TLS files the server serves with, or None when it serves plaintext."""
+        return TlsFiles(tls_dir()) if self.tls_marker.exists() else None
+
+    def _choose_tls(self, enabled: bool) -> None:
+        if enabled:
+            if not TlsFiles(tls_dir()).ca.exists():
+                raise self.error("start", f"no TLS files in {tls_dir()}: start it with python -m tools.engines "
+                                          "start --tls, which makes them")
+            self.tls_marker.write_text("on\n")
+        else:
+            self.tls_marker.unlink(missing_ok=True)
+
     # --- hooks ---------------------------------------------------------
     def command(self) -> list[str]:
         """argv of the server; runs in the foreground and never holds a secret."""
@@ -132,15 +187,17 @@ class Engine:
         return {}
 
     # --- verbs ---------------------------------------------------------
-    def start(self, credential: Credential | None) -> str:
-        """Start unless already running; return only once healthy.
+    def start(self, credential: Credential | None, tls: bool = False) -> str:
+        """Start unless already running; return only once healthy. `tls`: serve TLS only, with the
+        certificates of `tools.engines.tls` (made on first use).
 
         Idempotent: a running, healthy server is left alone (its admin
-        credential is re-checked). A launch that does not become healthy
-        within start_timeout is stopped again and raises EngineError.
+        credential is re-checked); one running in the other mode is an error.
+        A launch that does not become healthy within start_timeout is stopped
+        again and raises EngineError.
         """
         with self._locked():
-            return self._start(credential)
+            return self._start(credential, tls)
 
     def stop(self) -> str:
         """Stop the process our pid file names, if it is still ours; never any other."""
@@ -170,8 +227,12 @@ class Engine:
         return [self.data_dir]
 
     # --- helpers -------------------------------------------------------
-    def _start(self, credential: Credential | None) -> str:
+    def _start(self, credential: Credential | None, tls: bool = False) -> str:
         pid = self.running_pid()
+        if pid is not None and (self.tls is not None) != tls:
+            mode, again = ("with", "without --tls") if self.tls else ("without", "with --tls")
+            raise self.error("start", f"it is running {mode} TLS; stop it first (python -m tools.engines stop "
+                                      f"{self.name}), then start it again {again}")
         if pid is not None:
             self._wait_healthy(pid, None)
             note = ", admin credential re-applied" if self.ensure_credential(credential) else ""
@@ -181,6 +242,7 @@ class Engine:
                 raise self.error("start", f"port {port} is in use by a process we did not start "
                                           f"(see it with: ss -tanp 'sport = :{port}')")
         began = time.monotonic()
+        self._choose_tls(tls)
         self.prepare(credential)
         proc = self._launch()
         try:
@@ -191,7 +253,8 @@ class Engine:
             self.pid_file.unlink(missing_ok=True)
             raise
         took = time.monotonic() - began
-        return f"{self.name}: started on {self.address} (pid {proc.pid}) in {took:.1f}s"
+        over = " with TLS" if tls else ""
+        return f"{self.name}: started on {self.address}{over} (pid {proc.pid}) in {took:.1f}s"
 
     def _stop(self) -> str:
         pid = self.running_pid()

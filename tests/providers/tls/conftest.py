@@ -1,0 +1,90 @@
+"""The TLS pass: each kind's lifecycle against a second set of local engines that serve TLS only.
+
+`python -m tools.engines start --tls` starts them (each on first use) in their own engines dir, on the
+usual ports plus `OFFSET`, with a CA made there; providers reach them with `tls: {caFile: <that CA>}`.
+They are stopped when the session ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from providers.base import KindProvider
+from tests.conftest import configured
+
+ROOT = Path(__file__).resolve().parents[3]
+#: Added to every engine port; the plaintext engines keep theirs.
+OFFSET = 100
+#: Under the checkout, not /tmp: the postgres OS user must traverse it.
+ENGINES_DIR = ROOT / ".devstack" / "tls-engines"
+CA = ENGINES_DIR / "tls" / "ca.pem"
+_ENV = {"DEVSTACK_ENGINES_DIR": str(ENGINES_DIR), "DEVSTACK_ENGINES_PORT_OFFSET": str(OFFSET)}
+_STARTER = """
+import json, sys
+from types import SimpleNamespace
+from tools.engines.__main__ import main
+
+creds = {k: SimpleNamespace(user=u, password=p) for k, (u, p) in json.load(sys.stdin).items()}
+sys.exit(main(sys.argv[1:], credentials=lambda: creds))
+"""
+
+
+def engines_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m tools.engines ARGS` against the TLS engines (dir and ports); `start` takes credentials."""
+    argv = [sys.executable, "-c", _STARTER, *args] if args[0] == "start" else [sys.executable, "-m", "tools.engines", *args]
+    return subprocess.run(argv, cwd=ROOT, env={**os.environ, **_ENV}, input=stdin, capture_output=True, text=True,
+                          timeout=180)
+
+
+class TlsEngines:
+    """The TLS engines of this session, each started on first use."""
+
+    def __init__(self, admin: dict[str, Any]) -> None:
+        self._creds = json.dumps({engine: (c.user, c.password) for engine, c in admin.items()})
+        self.started: list[str] = []
+
+    def start(self, engine: str) -> None:
+        if engine in self.started:
+            return
+        result = engines_cli("start", "--tls", engine, stdin=self._creds)
+        assert result.returncode == 0, f"the TLS {engine} did not start: {result.stderr or result.stdout}"
+        self.started.append(engine)
+
+    def stop(self) -> None:
+        if self.started:
+            engines_cli("stop", *self.started)
+
+
+@pytest.fixture(scope="session")
+def tls_engines(admin) -> Iterator[TlsEngines]:
+    engines = TlsEngines(admin)
+    yield engines
+    engines.stop()
+
+
+def moved_to_tls(entry: dict[str, Any], **tls: Any) -> dict[str, Any]:
+    """A workspace `shared` entry pointed at its TLS engine: the port plus OFFSET, `tls:` with the CA."""
+    return {**entry, "port": int(entry["port"]) + OFFSET, "tls": {"caFile": str(CA), **tls}}
+
+
+@pytest.fixture
+def over_tls(tls_engines, admin, local_workspace) -> Callable[..., KindProvider]:
+    """`over_tls(provider, name, **tls)`: `provider` configured with the local workspace, its instance `name`
+    moved to the TLS engine of its kind (started on first use); `tls` adds to or overrides the `tls:` block
+    (`verify=False`, `serverName="elsewhere"`)."""
+    passwords = {engine: credential.password for engine, credential in admin.items()}
+
+    def configure(provider: KindProvider, name: str, **tls: Any) -> KindProvider:
+        entry = local_workspace["shared"][name]
+        tls_engines.start(entry["engine"])
+        shared = {**local_workspace["shared"], name: moved_to_tls(entry, **tls)}
+        return configured(provider, {**local_workspace, "shared": shared}, passwords)
+
+    return configure
