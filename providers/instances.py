@@ -92,8 +92,8 @@ class InstanceTls(BaseModel):
     cert_file: str | None = Field(default=None, alias="certFile")
     key_file: str | None = Field(default=None, alias="keyFile")
     key_secret: str | None = Field(default=None, alias="keySecret")
-    ca_pem: str | None = Field(default=None, exclude=True)
-    key_pem: SecretStr | None = Field(default=None, exclude=True)
+    ca_pem: str | None = Field(default=None, exclude=True, repr=False)
+    key_pem: SecretStr | None = Field(default=None, exclude=True, repr=False)
 
     @field_validator("ca_file", "cert_file", "key_file")
     @classmethod
