@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None, credentials: CredentialSource | None = N
     pass fixed ones); it is only called for `start`.
     """
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # `start --tls nats`: a flag before the names
     unknown = sorted(set(args.engines) - set(ENGINES))
     if unknown:
         parser.error(f"unknown engine(s) {', '.join(unknown)}; known: {', '.join(ENGINES)}")
