@@ -183,11 +183,11 @@ def _record_scan(stack: auto.Stack, config: Mapping[str, Any], report: GcReport,
     if report.filters.project is not None:
         return  # the scan saw only that project's entries, the history's scope is the whole instance
     configured = instances_from_config(config)
-    for name in report.scanned:
-        engine = configured[name].engine
-        with history_kept():
-            history.reconcile(stack, engine, name, observed.get((engine, name), []), at,
-                              kinds=_kinds_in_scope(engine, report.filters))
+    scans = [history.Scan(i.engine, i.name, frozenset(observed.get((i.engine, i.name), [])),
+                          frozenset(_kinds_in_scope(i.engine, report.filters)))
+             for i in (configured[name] for name in report.scanned)]
+    with history_kept():
+        history.reconcile_scans(stack, scans, at)  # one export of the state for every instance
 
 
 def _record_pruned(stack: auto.Stack, doomed: list[GcItem], pruned: list[str]) -> None:

@@ -425,6 +425,20 @@ def mark_stale(stack: auto.Stack, ident: str, at: datetime, cause: str = "missed
         _set(doc, entry, STALE, at, cause)
 
 
+@dataclass(frozen=True)
+class Scan:
+    """One complete, successful scan of an instance: the ids it found, of its `kinds` (None: all)."""
+
+    engine: str
+    instance: str
+    observed: frozenset[str]
+    kinds: frozenset[str] | None = None
+
+    @property
+    def what(self) -> str:
+        return f"{self.engine} instance {self.instance!r}"
+
+
 def reconcile(stack: auto.Stack, engine: str, instance: str, observed: Iterable[str], at: datetime,
               kinds: Iterable[str] | None = None) -> dict[str, list[str]]:
     """One complete, successful scan of an instance (its `kinds`, or all): the resources in `observed`
@@ -432,25 +446,44 @@ def reconcile(stack: auto.Stack, engine: str, instance: str, observed: Iterable[
     other scopes are untouched; a resource the ledger decided on after `at` is left (a delayed scan).
     A failed or partial scan must not call this. InvalidQuery, nothing changed, for an id out of scope.
     """
-    at, observed = checked_time(at, "reconcile", f"{engine} instance {instance!r}"), set(observed)
-    scope = set(kinds) if kinds is not None else None
-    done: dict[str, list[str]] = {"active": [], "stale": [], "skipped": []}
+    scan = Scan(engine, instance, frozenset(observed), frozenset(kinds) if kinds is not None else None)
+    return reconcile_scans(stack, [scan], at)[0]
+
+
+def reconcile_scans(stack: auto.Stack, scans: list[Scan], at: datetime) -> list[dict[str, list[str]]]:
+    """`reconcile` for each of `scans` (one per instance, all taken at `at`) in one write: the state is
+    read once for them all. All or nothing: InvalidQuery, nothing changed, for an id out of its scan's
+    scope. Returns what each scan did, in order."""
+    if not scans:
+        return []
+    at = checked_time(at, "reconcile", ", ".join(scan.what for scan in scans))
     with _changing(stack) as (doc, entries):
-        inside = {i: e for i, e in entries.items() if (e.row["engine"], e.row["instance"]) == (engine, instance)
-                  and (scope is None or e.row["kind"] in scope)}
-        outside = sorted(observed - set(inside))
-        if outside:
-            raise InvalidQuery("reconcile", f"{engine} instance {instance!r}", "ids outside the scan's scope or "
-                               f"unknown to the ledger: {', '.join(outside)}", "nothing was changed")
-        for ident, entry in sorted(inside.items()):
-            if entry.observed is not None and at <= entry.observed:
-                done["skipped"].append(ident)
-            elif ident in observed:
-                _set(doc, entry, ACTIVE, at, "scan", last_seen=at)
-                done["active"].append(ident)
-            elif entry.lifecycle == ACTIVE:
-                _set(doc, entry, STALE, at, "scan")
-                done["stale"].append(ident)
+        scopes = [_in_scope(entries, scan) for scan in scans]  # every scan checked before any is applied
+        return [_apply_scan(doc, inside, scan.observed, at) for scan, inside in zip(scans, scopes)]
+
+
+def _in_scope(entries: dict[str, Entry], scan: Scan) -> dict[str, Entry]:
+    inside = {i: e for i, e in entries.items() if (e.row["engine"], e.row["instance"]) == (scan.engine, scan.instance)
+              and (scan.kinds is None or e.row["kind"] in scan.kinds)}
+    outside = sorted(scan.observed - set(inside))
+    if outside:
+        raise InvalidQuery("reconcile", scan.what, "ids outside the scan's scope or unknown to the ledger: "
+                           f"{', '.join(outside)}", "nothing was changed")
+    return inside
+
+
+def _apply_scan(doc: dict[str, Any], inside: dict[str, Entry], observed: frozenset[str],
+                at: datetime) -> dict[str, list[str]]:
+    done: dict[str, list[str]] = {"active": [], "stale": [], "skipped": []}
+    for ident, entry in sorted(inside.items()):
+        if entry.observed is not None and at <= entry.observed:
+            done["skipped"].append(ident)
+        elif ident in observed:
+            _set(doc, entry, ACTIVE, at, "scan", last_seen=at)
+            done["active"].append(ident)
+        elif entry.lifecycle == ACTIVE:
+            _set(doc, entry, STALE, at, "scan")
+            done["stale"].append(ident)
     return done
 
 

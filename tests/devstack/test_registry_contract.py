@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
-from devstack import history, ledger
+from devstack import history, ledger, state
 from devstack.errors import AlreadyExists, InvalidQuery, InvalidTransition, NotFound, ScopeMismatch, StaleObservation
 from tests.devstack.conftest import Sandbox, import_state, make_env, synthetic_resources, token
 from tests.devstack.test_ledger import postgres_backend
@@ -317,6 +317,27 @@ def test_a_complete_scan_marks_what_it_missed_stale_and_a_delayed_one_changes_no
     assert {lifecycle_of(stack, ident(r)) for r in rows[:2]} == {"stale"}
     ledger.record_removal(stack, [ident(rows[1])], "rm", at=now + timedelta(seconds=1))
     assert ledger.reconcile(stack, "redis", "cache", [], now + timedelta(seconds=2))["stale"] == []
+
+
+def test_the_scans_of_several_instances_are_recorded_with_one_export_all_or_nothing(backend, monkeypatch):
+    rows = [row("a"), row("b"), row("c", instance="cache2"), row("d", instance="cache2")]
+    stack = open_new(backend, rows)
+    exports = []
+    export = state.export_deployment
+    monkeypatch.setattr(state, "export_deployment", lambda *args: exports.append(args) or export(*args))
+    now = datetime.now(timezone.utc)
+    cache, cache2 = (history.Scan("redis", "cache", frozenset({ident(rows[0])})),
+                     history.Scan("redis", "cache2", frozenset({ident(rows[3])})))
+    with pytest.raises(InvalidQuery, match="cache2.*outside the scan's scope"):
+        history.reconcile_scans(stack, [cache, history.Scan("redis", "cache2", frozenset({ident(rows[0])}))], now)
+    assert {e.lifecycle for e in history.read(stack).entries} == {"active"}  # the valid scan was not applied either
+    exports.clear()
+    done = history.reconcile_scans(stack, [cache, cache2], now)
+    assert len(exports) == 1
+    assert done == [{"active": [ident(rows[0])], "stale": [ident(rows[1])], "skipped": []},
+                    {"active": [ident(rows[3])], "stale": [ident(rows[2])], "skipped": []}]
+    lifecycles = {e.id: e.lifecycle for e in history.read(stack).entries}
+    assert [lifecycles[ident(r)] for r in rows] == ["active", "stale", "stale", "active"]
 
 
 def test_the_history_is_bounded(backend, monkeypatch):
