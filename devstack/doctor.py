@@ -172,6 +172,7 @@ class InstanceHealth:
     fix: str = ""
     notes: list[str] = field(default_factory=list)  # warnings: usable all the same
     admin_mode: str = ""  # how the admin may act, where the engine has more than one way (PostgreSQL)
+    transport: str = "plaintext"  # or "tls", "tls unverified"
 
     @property
     def ok(self) -> bool:
@@ -202,7 +203,14 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
     Starting it also writes its admin password, but into the local stack's
     config only (`local_stack`): another stack's (`stack`) is set by hand.
     """
-    health = InstanceHealth(instance.name, instance.engine, instance.address, declared_kinds=sorted(set(declared)))
+    health = InstanceHealth(instance.name, instance.engine, instance.address, declared_kinds=sorted(set(declared)),
+                            transport=_transport(instance))
+    if instance.tls is None and instance.host not in LOOPBACK:
+        health.notes.append(f"reached in plaintext: admin and project credentials cross the network in the clear "
+                            f"(give shared.{instance.name} a tls: block, docs/tls.md)")
+    elif instance.tls is not None and not instance.tls.verify:
+        health.notes.append(f"TLS without verification: anything answering at {instance.address} is trusted "
+                            f"(remove verify: false from shared.{instance.name}.tls and give its caFile)")
     local = instance.host in LOOPBACK and instance.port == local_port
     start = f"python -m tools.engines start {instance.engine}"
     credential_start = start if local and local_stack else None
@@ -245,6 +253,12 @@ def check_instance(instance: SharedInstance, declared: list[str], local_port: in
         health.fix = start if local else f"check {instance.engine} at {instance.address}"
         return health
     return _kinds(health)
+
+
+def _transport(instance: SharedInstance) -> str:
+    if instance.tls is None:
+        return "plaintext"
+    return "tls" if instance.tls.verify else "tls unverified"
 
 
 def _kinds(health: InstanceHealth) -> InstanceHealth:
@@ -424,7 +438,7 @@ def render(report: Report) -> str:
         admin = {True: "admin ok", False: "admin refused", None: "admin unchecked"}[health.admin]
         admin += f" ({health.admin_mode})" if health.admin_mode else ""
         lines.append(f"  {mark(health.ok)} {health.name:<10} {health.engine:<10} {health.address:<21} "
-                     f"{admin:<15} {health.version or '-'}")
+                     f"{admin:<15} {health.version or '-'}" + (f" over {health.transport}" if health.transport != "plaintext" else ""))
         lines.append(f"       kinds: {', '.join(health.kinds) or 'none'}"
                      + (f" (declared: {', '.join(health.declared_kinds)})" if health.declared_kinds else ""))
         lines += _problem(health.problem, health.fix)

@@ -408,3 +408,21 @@ def test_a_postgresql_whose_own_databases_let_everyone_connect_is_noted_not_fail
     assert f"       note: PUBLIC has CONNECT on the server's database `{database}`" in doctor.render(report)
     validator("doctor.schema.json", report.to_json())
     assert [i["notes"] for i in report.to_json()["instances"] if i["engine"] == "postgres"] == [health.notes]
+
+
+@pytest.mark.parametrize("host, tls, transport, note", [
+    ("127.0.0.1", None, "plaintext", None),
+    ("127.0.0.2", None, "plaintext", "reached in plaintext: admin and project credentials cross the network"),
+    ("127.0.0.2", True, "tls", None),
+    ("127.0.0.1", {"verify": False}, "tls unverified", "TLS without verification: anything answering at"),
+], ids=["loopback", "elsewhere", "tls", "unverified"])
+def test_the_doctor_says_how_it_reaches_an_instance(host, tls, transport, note):
+    from providers.instances import SharedInstance
+
+    instance = SharedInstance(name="pg", engine="postgres", host=host, port=closed_port(), adminUser="a",
+                              adminSecret="k", tls=tls)
+    health = doctor.check_instance(instance, ["database"], local_port=None)
+    assert (health.transport, health.reachable) == (transport, False)
+    assert [n for n in health.notes if note and n.startswith(note)] == ([health.notes[0]] if note else [])
+    assert health.to_json()["transport"] == transport
+    assert f"over {transport}" in doctor.render(doctor.Report("w", [], [health], [])) or transport == "plaintext"
