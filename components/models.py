@@ -126,6 +126,21 @@ class InstanceConfig(SharedInstance):
                          "remove it, store it with `pulumi config set --secret <key>` and name that key in adminSecret")
 
 
+class SecretStoreConfig(Strict):
+    """`secretStore:` of a workspace: where generated credentials are pushed, for services to read them there
+    (providers.localstack.stored_secret). `instance` names a localstack instance of `shared`."""
+
+    kind: Literal["aws-sm", "aws-ssm"]
+    instance: str = Field(min_length=1)
+    #: Prepended to every entry's name; default `devstack/<workspace>/` (`/devstack/<workspace>/` for aws-ssm).
+    prefix: str | None = Field(default=None, min_length=1)
+
+    @field_validator("instance")
+    @classmethod
+    def _instance(cls, value: str) -> str:
+        return instance_name(value)
+
+
 class WorkspaceConfig(Strict):
     """`devstack:workspace` in a stack's config: shared instances and project files."""
 
@@ -135,6 +150,16 @@ class WorkspaceConfig(Strict):
     #: Project name -> the workspace it moves here from (as a Conflict names it, `old@3f0c…`, or its
     #: stack name alone): only then may a create take over what that workspace's marker names.
     adopt: dict[str, str] = Field(default_factory=dict)
+    #: Where generated credentials are pushed; none: they live in the state alone (encrypted).
+    secret_store: SecretStoreConfig | None = Field(default=None, alias="secretStore")
+
+    def store_prefix(self) -> str | None:
+        """The prefix of the secret store's entry names, None without a store."""
+        if self.secret_store is None:
+            return None
+        from providers.localstack.stored_secret import default_prefix  # the engine package, only when a store is set
+
+        return self.secret_store.prefix or default_prefix(self.secret_store.kind, self.name)
 
     @field_validator("adopt")
     @classmethod

@@ -13,6 +13,7 @@ import pulumi
 from pulumi.dynamic import Resource
 
 from components import templates
+from components.secret_store import SECRET_ID_SUFFIX, STORE_OUTPUT, declare_entries, served
 from components.models import ProjectFile, ResourceDecl, WorkspaceConfig, instance_name
 from components.validation import REF, REF_TARGET, ref_resource, resolve_source
 from providers import registry
@@ -49,7 +50,9 @@ class Project(pulumi.ComponentResource):
             resource = self._declare(decl, stack, created)
             created[decl.key(project.name)] = resource
             resources[decl.key(project.name)] = self._resource_outputs(decl, resource)
-        services = {name: {"env": self._service_env(service, created)} for name, service in project.services.items()}
+        # Generated credentials pushed to the workspace's secret store, if it has one (components.secret_store).
+        self._stored = declare_entries(project, workspace, stack, resources, self)
+        services = {name: self._service_outputs(service, created) for name, service in project.services.items()}
         self.outputs = {"resources": resources, "services": services}
         self.register_outputs({})
 
@@ -175,14 +178,23 @@ class Project(pulumi.ComponentResource):
             outputs[name] = pulumi.Output.secret(value) if template.is_secret(name) else value
         return outputs
 
-    def _service_env(self, service, created: dict[str, Resource]) -> dict[str, Any]:
+    def _service_outputs(self, service, created: dict[str, Resource]) -> dict[str, Any]:
+        """`env`, and `secretStore` (variable -> its entry) for the secrets a service reads from the store:
+        for those the env holds `<VAR>_SECRET_ID`, the entry's name, and never the value."""
         env: dict[str, Any] = {var: self._resolve_refs(value, created) for var, value in service.env.plain().items()}
+        from_store: dict[str, Any] = {}
         for item in service.env.imports:
             decl = resolve_source(item.source, self._file.resources, self._file.name)
             outputs = self._resource_outputs(decl, created[decl.key(self._file.name)])
             for var, attribute in item.vars.items():
-                env[var] = outputs[attribute]
-        return env
+                entry = served(decl, attribute, self._stored, self._file.name)
+                if entry is None:
+                    env[var] = outputs[attribute]
+                    continue
+                env[var + SECRET_ID_SUFFIX] = entry.secretId
+                store = self._ws.secret_store
+                from_store[var] = {"kind": store.kind, "instance": store.instance, "id": entry.secretId}
+        return {"env": env, **({STORE_OUTPUT: from_store} if from_store else {})}
 
     def _resolve_refs(self, value: Any, created: dict[str, Resource]) -> Any:
         """`value` with each `${ref:workspace.shared.<source>.<attr>}` replaced: an instance's attribute as

@@ -191,6 +191,9 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
     problems += _reach_clashes(located, workspace)
     if len(located) == len(listed):  # every project's name is known
         problems += _unknown_adoptions(workspace, owners, stack_file, stack_display)
+    if workspace.secret_store is not None:
+        problems += _secret_store_problems(workspace, projects, stack_file, stack_display)
+        used.add(workspace.secret_store.instance)  # every up with a generated credential writes there
     if config_is_set is not None:
         problems += _admin_secret_problems(workspace, used, config_is_set, config_is_secret, stack_file, stack_display)
     if problems:
@@ -208,6 +211,34 @@ def _unknown_adoptions(workspace: WorkspaceConfig, owners: dict[str, str], stack
             listed = ", ".join(sorted(owners)) or "none"
             report.add(("adopt", project), f"no project of this workspace is named {project!r} (its projects: "
                                            f"{listed}); fix the name or remove the entry")
+    return report.problems
+
+
+def _secret_store_problems(workspace: WorkspaceConfig, projects: list[ProjectFile], stack_file: YamlFile | None,
+                           stack_display: str) -> list[Problem]:
+    """`secretStore` names a localstack instance of the workspace, and the store takes every entry's name."""
+    from components.secret_store import entries
+
+    report = _Report(stack_file, stack_display, prefix=("config", "devstack:workspace", "secretStore"))
+    store = workspace.secret_store
+    instance = workspace.shared.get(store.instance)
+    serving = sorted(name for name, shared in workspace.shared.items() if shared.engine == "localstack")
+    fix = f"name one of {', '.join(serving)}" if serving else "declare a localstack instance under shared and name it"
+    if instance is None:
+        report.add(("instance",), f"the workspace has no shared instance {store.instance!r} ({fix})")
+    elif instance.engine != "localstack":
+        report.add(("instance",), f"{store.instance!r} is a {instance.engine} instance; {store.kind} is served by a "
+                                  f"localstack instance (AWS APIs) ({fix})")
+    else:
+        from providers.localstack.stored_secret import STORES
+
+        for project in projects:
+            problem = next(filter(None, (STORES[store.kind].name_problem(e.name) for e in entries(project, workspace))),
+                           None)
+            if problem:
+                report.add(("prefix",) if store.prefix else ("kind",),
+                           f"{problem}: an entry of project {project.name!r} (set a prefix the store takes)")
+                break
     return report.problems
 
 

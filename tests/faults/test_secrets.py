@@ -5,11 +5,14 @@ every admin password: the state file, the stack config, every file of the
 test's temporary directory (backend, program, PULUMI_HOME), every file of the
 checkout (engine data included; not .git, .venv or the built binaries), and
 what the CLI printed for up, preview --diff, refresh, stack output, config
-and stack export.
+and stack export. Run twice: with the values in the state alone, and with a
+secret store (`secretStore: aws-sm` on the localstack instance), where every
+generated value is pushed and services get the entries' names instead.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -87,14 +90,41 @@ def cli(command: auto.PulumiCommand, work: Path, env: dict[str, str], *args: str
     return result.stdout + result.stderr
 
 
-def test_no_secret_in_plaintext(project_dir, offline_env, pulumi_command, admin, shared, prefix, tmp_path):
+def use_secret_store(stack: auto.Stack, kind: str) -> str:
+    """Add `secretStore` (on the localstack instance, a prefix of the test's own) to the stack's workspace."""
+    workspace = json.loads(stack.get_config("devstack:workspace").value)
+    prefix = f"devstack/{stack.name}-{os.urandom(3).hex()}/"
+    workspace["secretStore"] = {"kind": kind, "instance": "aws", "prefix": prefix}
+    stack.set_config("devstack:workspace", auto.ConfigValue(json.dumps(workspace)))
+    return prefix
+
+
+def stored_values(prefix: str) -> list[str]:
+    """Every value Secrets Manager holds under `prefix`, read as a service reads it."""
+    from tests.providers.s3.contract import aws
+
+    sm = aws("secretsmanager")
+    listed = sm.list_secrets(Filters=[{"Key": "name", "Values": [prefix]}], MaxResults=100)["SecretList"]
+    return [sm.get_secret_value(SecretId=entry["ARN"])["SecretString"] for entry in listed]
+
+
+@pytest.mark.parametrize("store", [None, "aws-sm"], ids=["state-only", "secret-store"])
+def test_no_secret_in_plaintext(project_dir, offline_env, pulumi_command, admin, shared, prefix, tmp_path, store):
     name = f"{prefix}-s"
     stack = new_stack(project_dir, offline_env, pulumi_command)
     configure(stack, [project_with_secrets(project_dir, name)], shared, admin)
+    store_prefix = use_secret_store(stack, store) if store else None
     printed: list[str] = []
     try:
         up = stack.up(on_output=printed.append)
         values = secret_values(up.outputs, name) | {cred.password for cred in admin.values()}
+        if store:
+            env = up.outputs[name].value["services"]["app"]["env"]
+            assert sorted(env) == ["AWS_SECRET_ACCESS_KEY_SECRET_ID", "DATABASE_URL_SECRET_ID", "KAFKA_PASSWORD_SECRET_ID",
+                                   "REDIS_URL_SECRET_ID"]
+            # Services read every generated value from the store.
+            held = "\n".join(stored_values(store_prefix))
+            assert all(value in held for value in secret_values(up.outputs, name))
         stack.preview(diff=True, on_output=printed.append)
         stack.refresh(on_output=printed.append)
         for args in (["stack", "output", "--json"], ["config"], ["stack", "export"]):
@@ -110,3 +140,5 @@ def test_no_secret_in_plaintext(project_dir, offline_env, pulumi_command, admin,
         assert files_containing(pattern, files_under(ROOT, SKIPPED)) == []
     finally:
         stack.destroy()
+    if store:
+        assert stored_values(store_prefix) == []  # the destroy took the entries with the resources

@@ -1,0 +1,93 @@
+"""The workspace's secret store (`secretStore:`): generated credentials pushed where services read them.
+
+With a store set, every secret attribute and export of a resource with `credentials: generated` (a
+password, a secret key, a DSN built on one) gets an entry there (providers.localstack.stored_secret), and
+a service importing one gets `<VAR>_SECRET_ID` (the entry's name) instead of `<VAR>`: it reads the value
+from the store itself, and `devstack env --show-secrets` / `devstack exec` read it from there too
+(docs/secret-store.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import Resource
+
+from components import templates
+from components.models import ProjectFile, ResourceDecl, WorkspaceConfig
+
+#: What a service's env gets for an imported secret, after the variable's name.
+SECRET_ID_SUFFIX = "_SECRET_ID"
+#: The output beside a service's `env` mapping each variable served from the store to its entry.
+STORE_OUTPUT = "secretStore"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the store: `attribute` of the project's resource `key`, under `name`."""
+
+    key: str
+    attribute: str
+    name: str
+
+
+def stored_attributes(engine: str, kind: str) -> tuple[str, ...]:
+    """The attributes and exports of a kind that hold a secret: each goes to the store when generated."""
+    template = templates.engine_template(engine).kinds[kind]
+    return tuple(name for name in template.names() if template.is_secret(name))
+
+
+def entries(project: ProjectFile, workspace: WorkspaceConfig) -> list[Entry]:
+    """The store entries of the project's declarations with `credentials: generated` (none without a store)."""
+    prefix = workspace.store_prefix()
+    if prefix is None:
+        return []
+    from providers.localstack.stored_secret import entry_name
+
+    found = []
+    for decl in project.resources:
+        if decl.credentials != "generated" or decl.uses not in workspace.shared:
+            continue
+        key = decl.key(project.name)
+        found += [Entry(key, attribute, entry_name(prefix, project.name, key, attribute))
+                  for attribute in stored_attributes(workspace.shared[decl.uses].engine, decl.kind)]
+    return found
+
+
+@cache
+def _entry_class(store: str) -> type[Resource]:
+    """The Pulumi resource type of a store's entries, e.g. `pulumi-python:dynamic/localstack:aws-sm`."""
+
+    class StoredSecretResource(Resource, module="localstack", name=store):
+        pass
+
+    StoredSecretResource.__name__ = f"Stored{store.title().replace('-', '')}"
+    return StoredSecretResource
+
+
+def declare_entries(project: ProjectFile, workspace: WorkspaceConfig, stack: str, outputs: dict[str, dict[str, Any]],
+                    parent: pulumi.Resource) -> dict[tuple[str, str], Resource]:
+    """One entry per (resource key, attribute) of `entries`, its value the resource's secret output
+    (`outputs[key][attribute]`, a Pulumi secret); keyed by (key, attribute)."""
+    store = workspace.secret_store
+    if store is None:
+        return {}
+    from providers.localstack.stored_secret import STORES
+
+    declared = {}
+    for entry in entries(project, workspace):
+        props = {"store": store.kind, "storeInstance": store.instance, "secretId": entry.name, "owner": project.name,
+                 "stack": stack, "value": pulumi.Output.secret(outputs[entry.key][entry.attribute]),
+                 "arn": None, "inSync": None}
+        declared[(entry.key, entry.attribute)] = _entry_class(store.kind)(
+            STORES[store.kind](), f"{project.name}/{entry.key}/{entry.attribute}@{store.kind}", props,
+            pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["value"], delete_before_replace=True))
+    return declared
+
+
+def served(decl: ResourceDecl, attribute: str, stored: dict[tuple[str, str], Resource], project: str) -> Resource | None:
+    """The store entry holding `attribute` of `decl`, when the store serves it."""
+    return stored.get((decl.key(project), attribute))
