@@ -3,7 +3,7 @@
 Every tenant resource's outputs carry `lifecycle` ("active" or "stale"), `firstSeen` and `lastSeen`
 (ISO-8601 UTC, to the second). create, update and a read that finds the resource this project's make
 it active and advance `lastSeen`; a read that misses it makes it stale and keeps `lastSeen`. Outputs
-written before these fields existed have none, which reads as active: the next write sets them.
+without these fields read as active: the next write sets them.
 """
 
 from __future__ import annotations
