@@ -24,7 +24,7 @@ from providers import naming, registry
 from providers.description import server_address
 from providers.errors import InvalidSpec
 from providers.identity import CURRENT_NAMING
-from providers.instances import SharedInstance, join_address
+from providers.instances import InstanceTls, SharedInstance, join_address
 
 #: A project name: the same as a resource's, mapped per engine wherever it names something.
 PROJECT_NAME = naming.NAME
@@ -252,6 +252,8 @@ def _admin_secret_problems(workspace: WorkspaceConfig, used: set[str], config_is
     # The file is Pulumi.<stack>.yaml: name the stack, or the command would set the selected one's.
     stack = Path(stack_display).name.removeprefix("Pulumi.").removesuffix(".yaml")
     for name, instance in workspace.shared.items():
+        if instance.tls is not None and name in used:
+            _tls_secret_problems(report, name, instance.tls, config_is_set, config_is_secret, stack)
         key = instance.admin_secret
         store = f"pulumi config set --secret devstack:{key} --stack {stack}, the value on stdin"
         if not config_is_set(key):
@@ -265,6 +267,22 @@ def _admin_secret_problems(workspace: WorkspaceConfig, used: set[str], config_is
                        f"would be kept unencrypted in the stack config and the state (set it again as a secret: "
                        f"{store}; from Python, ConfigValue(..., secret=True))")
     return report.problems
+
+
+def _tls_secret_problems(report: _Report, name: str, tls: InstanceTls, config_is_set: Callable[[str], bool],
+                         config_is_secret: Callable[[str], bool] | None, stack: str) -> None:
+    """A `tls` caSecret or keySecret naming an unset key; a client key in plaintext."""
+    for name_of, key, what in (("caSecret", tls.ca_secret, "the CA bundle (PEM)"),
+                             ("keySecret", tls.key_secret, "the client certificate's key (PEM)")):
+        store = f"pulumi config set --secret devstack:{key} --stack {stack} < file.pem"
+        if key is None:
+            continue
+        if not config_is_set(key):
+            report.add(("shared", name, "tls", name_of), f"config key devstack:{key} is not set (store {what} "
+                                                       f"there: {store})")
+        elif name_of == "keySecret" and config_is_secret is not None and not config_is_secret(key):
+            report.add(("shared", name, "tls", name_of), f"config key devstack:{key} holds a private key in "
+                                                       f"plaintext (set it again as a secret: {store})")
 
 
 def _check_file(root: Path, relative: str, workspace: WorkspaceConfig, ws_report: _Report, index: int):

@@ -937,3 +937,28 @@ def test_a_topic_within_another_projects_acl_prefix_is_refused_before_anything_i
     outside = topic.replace("name: shop.orders", "name: shop-orders")
     (tmp_path / "again").mkdir()
     assert problems(tmp_path / "again", acl, outside, workspace=ALL_ENGINES) == []
+
+
+def test_tls_secrets_of_an_instance_in_use_must_be_set_and_a_key_secret(tmp_path):
+    """`tls.caSecret` and `tls.keySecret` name stack-config keys like adminSecret: unset is a problem, and a
+    client key kept in plaintext is one too (a CA is public: plaintext is fine)."""
+    pg = {**ALL_ENGINES["shared"]["pg"], "tls": {"caSecret": "pgCa", "certFile": __file__, "keySecret": "pgKey"}}
+    workspace = {**ALL_ENGINES, "shared": {**ALL_ENGINES["shared"], "pg": pg}, "projects": ["p0/devstack.yaml"]}
+    (tmp_path / "p0").mkdir()
+    (tmp_path / "p0" / "devstack.yaml").write_text(db())
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate(workspace, tmp_path, None, "stacks/Pulumi.test.yaml", config_is_set=lambda key: key == "pgAdmin")
+    assert {p.path: p.message for p in raised.value.problems} == {
+        f"config.devstack:workspace.shared.pg.tls.{field}":
+            f"config key devstack:{key} is not set (store {what} there: pulumi config set --secret devstack:{key} "
+            "--stack test < file.pem)"
+        for field, key, what in (("caSecret", "pgCa", "the CA bundle (PEM)"),
+                                 ("keySecret", "pgKey", "the client certificate's key (PEM)"))}
+    every = {"pgAdmin", "pgCa", "pgKey"}
+    with pytest.raises(WorkspaceInvalid) as raised:
+        validate(workspace, tmp_path, None, "x", config_is_set=lambda key: key in every,
+                 config_is_secret=lambda key: key == "pgAdmin")
+    (problem,) = raised.value.problems
+    assert problem.path.endswith("pg.tls.keySecret") and "holds a private key in plaintext" in problem.message
+    assert validate(workspace, tmp_path, None, "x", config_is_set=lambda key: key in every,
+                    config_is_secret=lambda key: key in {"pgAdmin", "pgKey"}).projects
