@@ -8,7 +8,9 @@ Both read the stack output `<project>.services.<service>.env`. `env` prints
 --show-secrets). `exec` runs CMD with the variables added to the current
 environment (theirs win) and exits with CMD's status (127 when CMD cannot
 be started), so secrets pass from the ledger to the process and never
-through a file. Both take --workspace, --backend-url and --work-dir.
+through a file. A variable the workspace's secret store serves (`<VAR>_SECRET_ID`
+in the outputs) is read from the store for --show-secrets and `exec`
+(docs/secret-store.md). Both take --workspace, --backend-url and --work-dir.
 """
 
 from __future__ import annotations
