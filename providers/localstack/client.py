@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from providers.errors import EngineUnavailable
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.s3.client import aws_client, boto_errors, endpoint_of, error_code, region_of
+from providers.s3.client import (aws_client, boto_errors, endpoint_of, error_code, region_of, tls_failure, tls_hint,
+                                 tls_options)
 from providers.markers import Observed
 
 if TYPE_CHECKING:
@@ -75,19 +76,29 @@ def location(instance: SharedInstance) -> dict[str, Any]:
 _emulators: dict[str, str] = {}
 
 
+def http_opener(instance: SharedInstance, direct: bool = True) -> urllib.request.OpenerDirector:
+    """An HTTP client of the instance for what is not an AWS API: over TLS, verifying the server as the AWS
+    clients do; `direct`: never via the environment's proxy."""
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})] if direct else []
+    if instance.tls is not None:
+        tls_options(instance, ENGINE_NAME)  # refuses what the AWS clients would refuse
+        handlers.append(urllib.request.HTTPSHandler(context=instance.tls.ssl_context()))
+    return urllib.request.build_opener(*handlers)
+
+
 def emulator(instance: SharedInstance) -> str:
     """"moto" when the server serves moto's dashboard page (GET /moto-api/), else "localstack"; asked once."""
     endpoint = endpoint_of(instance)
     if endpoint not in _emulators:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
         try:
-            with opener.open(f"{endpoint}/moto-api/", timeout=3) as answer:
+            with http_opener(instance).open(f"{endpoint}/moto-api/", timeout=3) as answer:
                 _emulators[endpoint] = "moto" if answer.status == 200 else "localstack"
         except urllib.error.HTTPError:
             _emulators[endpoint] = "localstack"
         except OSError as err:
+            hint = tls_hint(instance) if instance.tls and tls_failure(err) else instance.start_hint()
             raise EngineUnavailable("connect to", f"{ENGINE_NAME} instance {instance.name!r} at {instance.address}",
-                                    str(err), instance.start_hint()) from err
+                                    str(err), hint) from err
     return _emulators[endpoint]
 
 

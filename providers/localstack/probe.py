@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import urllib.request
 
 from providers.engine import PROBE_TIMEOUT, Probed, Rejected
 from providers.errors import first_line
 from providers.instances import SharedInstance
-from providers.localstack.client import emulator
+from providers.localstack.client import emulator, http_opener
 from providers.localstack.policy import UNISOLATED
 from providers.s3.client import aws_client, boto_errors, client_as, endpoint_of, http_status
 
@@ -44,14 +43,14 @@ def _isolation(instance: SharedInstance) -> tuple[str, ...]:
 
 def _version(instance: SharedInstance) -> str:
     """LocalStack reports its version on /_localstack/health; moto (our local engine) has no such call."""
-    base = endpoint_of(instance)
+    base, opener = endpoint_of(instance), http_opener(instance, direct=False)
     try:
-        with urllib.request.urlopen(f"{base}/_localstack/health", timeout=PROBE_TIMEOUT) as response:
+        with opener.open(f"{base}/_localstack/health", timeout=PROBE_TIMEOUT) as response:
             return str(json.load(response).get("version") or "unknown")
     except (OSError, ValueError):
         pass
     try:
-        with urllib.request.urlopen(f"{base}/moto-api/", timeout=PROBE_TIMEOUT):
+        with opener.open(f"{base}/moto-api/", timeout=PROBE_TIMEOUT):
             return f"moto {importlib.metadata.version('moto')}" if instance.host in LOOPBACK else "moto"
     except (OSError, importlib.metadata.PackageNotFoundError):
         return "unknown"

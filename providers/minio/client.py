@@ -1,6 +1,7 @@
 """MinIO's admin API (minio.MinioAdmin): one client per instance and admin, its errors read.
 
-Buckets and objects are S3 (providers.s3.client); users, policies and sessions are this API's.
+Buckets and objects are S3 (providers.s3.client); users, policies and sessions are this API's. Over TLS
+(an instance with `tls:`) it verifies the server as the S3 client does (providers.s3.client.tls_options).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from providers.clients import LazyModule, one_per_key
 from providers.instances import SharedInstance
-from providers.s3.client import ADMIN_REJECTED, admin_rejected, expect_server, region_of
+from providers.s3.client import ADMIN_REJECTED, admin_rejected, expect_server, region_of, tls_options
 
 if TYPE_CHECKING:
     from minio.minioadmin import MinioAdmin
@@ -45,17 +46,23 @@ def _minio_only(pool: Any) -> Any:
 
 
 @one_per_key
-def _admin(address: str, region: str, user: str, secret: str) -> MinioAdmin:
+def _admin(address: str, region: str, user: str, secret: str, secure: bool, verify: str | bool,
+           client_cert: tuple[str, str] | None) -> MinioAdmin:
     credentials = minio_credentials.StaticProvider(user, secret)
+    cert_file, key_file = client_cert or (None, None)
     # Fail fast when the server is down instead of the library's 5-minute default.
     http = _minio_only(urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30),
-                                           retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2)))
-    return minio_admin.MinioAdmin(endpoint=address, credentials=credentials, region=region, secure=False,
+                                           retries=urllib3.Retry(total=2, connect=1, read=0, backoff_factor=0.2),
+                                           cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE",
+                                           ca_certs=verify if isinstance(verify, str) else None,
+                                           cert_file=cert_file, key_file=key_file))
+    return minio_admin.MinioAdmin(endpoint=address, credentials=credentials, region=region, secure=secure,
                                   http_client=http)
 
 
 def admin_client(instance: SharedInstance) -> MinioAdmin:
-    return _admin(instance.address, region_of(instance), instance.admin_user, instance.password())
+    return _admin(instance.address, region_of(instance), instance.admin_user, instance.password(),
+                  instance.tls is not None, *tls_options(instance, ENGINE_NAME))
 
 
 def _admin_code(err: Exception) -> str:

@@ -2,17 +2,19 @@
 the engine's failures named.
 
 Clients are built lazily from one session and never pickled; every answer is checked to come from the
-instance's engine (MinIO and LocalStack each speak S3 well enough to answer for the other).
+instance's engine (MinIO and LocalStack each speak S3 well enough to answer for the other). An instance
+with `tls:` is reached over https, its certificate verified as `tls:` says (`tls_options`).
 """
 
 from __future__ import annotations
 
+import ssl
 from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any, Iterator
 
 from providers.clients import LazyModule, one_per_key
-from providers.errors import EngineUnavailable, first_line
+from providers.errors import EngineUnavailable, Unsupported, first_line
 from providers.instances import SharedInstance
 
 if TYPE_CHECKING:
@@ -39,7 +41,27 @@ def region_of(instance: SharedInstance) -> str:
 
 
 def endpoint_of(instance: SharedInstance) -> str:
-    return f"http://{instance.address}"
+    return f"{instance.scheme('http', 'https')}://{instance.address}"
+
+
+def tls_options(instance: SharedInstance, engine: str) -> tuple[str | bool, tuple[str, str] | None]:
+    """(verify, client certificate) of `instance` as boto3 takes them: `verify` a CA file, True (the
+    system's CA store) or False (`tls.verify: false`); the certificate's (cert, key) files or None.
+
+    The AWS SDK checks the server's certificate against the host it connects to and has no setting for
+    another name, so a `tls.serverName` other than the host is refused rather than ignored.
+    """
+    tls = instance.tls
+    if tls is None:
+        return True, None
+    name = tls.server_name_for(instance.host)
+    if tls.verify and name != instance.host:
+        raise Unsupported("connect to", f"{engine} instance {instance.name!r} at {instance.address}",
+                          f"tls.serverName {name!r} differs from the host, and the AWS SDK verifies the "
+                          "server's certificate against the host it connects to",
+                          f"set shared.{instance.name}.host to {name!r} (a name that resolves to the server), "
+                          f"or remove shared.{instance.name}.tls.serverName")
+    return (tls.ca_path() or True) if tls.verify else False, tls.client_cert()
 
 
 @cache
@@ -68,17 +90,19 @@ def expect_server(engine: str, server: str | None) -> None:
 
 
 @one_per_key
-def _client(service: str, endpoint: str, region: str, key: str, secret: str, engine: str) -> BaseClient:
+def _client(service: str, endpoint: str, region: str, key: str, secret: str, engine: str,
+            verify: str | bool = True, client_cert: tuple[str, str] | None = None) -> BaseClient:
     config = botocore_config.Config(
         connect_timeout=3,
         read_timeout=30,
         retries={"max_attempts": 2, "mode": "standard"},
         # MinIO and moto serve buckets under the endpoint's path, not as subdomains.
         s3={"addressing_style": "path"},
+        client_cert=client_cert,
     )
     client = _session().client(
         service, endpoint_url=endpoint, region_name=region,
-        aws_access_key_id=key, aws_secret_access_key=secret, config=config,
+        aws_access_key_id=key, aws_secret_access_key=secret, config=config, verify=verify,
     )
     # Every answer, errors included, passes here before the client parses or raises it.
     client.meta.events.register("after-call", lambda http_response, **_: expect_server(engine, http_response.headers.get("Server")))
@@ -88,12 +112,13 @@ def _client(service: str, endpoint: str, region: str, key: str, secret: str, eng
 def aws_client(instance: SharedInstance, service: str) -> BaseClient:
     """The admin client of `service` on `instance` (thread-safe, cached per process)."""
     return _client(service, endpoint_of(instance), region_of(instance), instance.admin_user, instance.password(),
-                   instance.engine)
+                   instance.engine, *tls_options(instance, instance.engine))
 
 
 def client_as(instance: SharedInstance, service: str, key: str, secret: str) -> BaseClient:
     """A client of `service` on `instance` signing with another key pair (a tenant's)."""
-    return _client(service, endpoint_of(instance), region_of(instance), key, secret, instance.engine)
+    return _client(service, endpoint_of(instance), region_of(instance), key, secret, instance.engine,
+                   *tls_options(instance, instance.engine))
 
 
 def error_code(err: ClientError) -> str:
@@ -131,5 +156,22 @@ def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
     except transport_failures() as err:
         raise EngineUnavailable(
             "connect to", f"{engine} instance {instance.name!r} at {instance.address}", first_line(err),
-            instance.start_hint(),
+            tls_hint(instance) if instance.tls and tls_failure(err) else instance.start_hint(),
         ) from err
+
+
+def tls_failure(err: BaseException) -> bool:
+    """Whether `err`, or an error it arose from, is a failed TLS handshake (an unverified certificate, say)."""
+    seen: BaseException | None = err
+    while seen is not None:
+        # ssl's own, or botocore's and urllib3's wrappers of it (neither subclasses ssl.SSLError).
+        if isinstance(seen, ssl.SSLError) or type(seen).__name__ == "SSLError":
+            return True
+        reason = getattr(seen, "reason", None)  # urllib3's MaxRetryError keeps its cause here
+        seen = seen.__cause__ or seen.__context__ or (reason if isinstance(reason, BaseException) else None)
+    return False
+
+
+def tls_hint(instance: SharedInstance) -> str:
+    return (f"check shared.{instance.name}.tls in the stack config: caFile must hold the CA that signs the "
+            "server's certificate, which must name the host (or verify: false to skip the check)")

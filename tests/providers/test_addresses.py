@@ -174,7 +174,7 @@ def test_good_addresses_pass_validation(tmp_path, bus):
         "nats-urls", "kafka-bootstrap", "kafka-bootstraps"])
 def test_exports_bracket_ipv6_and_carry_every_server(engine, kind, export, attributes, rendered):
     template = templates.engine_template(engine).kinds[kind].exports[export]
-    assert template.render({"host": "::1", "port": 5.0, **attributes}) == rendered  # Pulumi's numbers are floats
+    assert template.render({"host": "::1", "port": 5.0, "tls": False, **attributes}) == rendered  # Pulumi's numbers are floats
 
 
 def test_an_instance_reference_carries_every_server():

@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -422,10 +423,13 @@ def closed_port(host: str = HOST) -> int:
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def http_status(url: str, timeout: float = 2.0) -> int | None:
-    """HTTP status of a GET (error statuses included); None when nothing answers."""
+def http_status(url: str, timeout: float = 2.0, ca: Path | None = None) -> int | None:
+    """HTTP status of a GET (error statuses included); None when nothing answers. `ca`: the CA file an
+    https server's certificate must chain to (None: the system's)."""
+    opener = _NO_PROXY if ca is None else urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca)))
     try:
-        with _NO_PROXY.open(url, timeout=timeout) as response:
+        with opener.open(url, timeout=timeout) as response:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code

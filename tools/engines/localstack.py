@@ -11,6 +11,9 @@ workspace's adminUser, secret = its admin secret) is put into moto's IAM at
 every start by tools/engines/moto_server.py; a restart empties everything
 else (`pulumi refresh` then sees the drift). How far moto's IAM isolates
 projects, per service, is in docs/engines.md.
+
+With `--tls` it serves https only, with the engine's certificate; health and
+the credential check then trust its CA.
 """
 from __future__ import annotations
 
@@ -37,8 +40,14 @@ class LocalStack(Engine):
         """Where `prepare` leaves the admin credential for the server, which deletes it once read."""
         return self.dir / "admin.json"
 
+    @property
+    def endpoint(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.address}"
+
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "tools.engines.moto_server", "-H", HOST, "-p", str(self.port), str(self.admin_file)]
+        tls = ["--cert", str(self.tls.cert), "--key", str(self.tls.key)] if self.tls else []
+        return [sys.executable, "-m", "tools.engines.moto_server", "-H", HOST, "-p", str(self.port), *tls,
+                str(self.admin_file)]
 
     def signature(self) -> list[str]:
         # Also matches a server started as `-m moto.server` (without IAM), so that `stop` still ends it.
@@ -55,7 +64,8 @@ class LocalStack(Engine):
 
     def healthy(self) -> bool:
         # Any HTTP answer means the server is up; moto has no health endpoint.
-        return http_status(f"http://{self.address}/") is not None
+        tls = self.tls
+        return http_status(f"{self.endpoint}/", ca=tls and tls.ca) is not None
 
     def ensure_credential(self, credential: Credential | None) -> bool:
         """Nothing to change at run time (the admin key is seeded at start): check it is accepted and that
@@ -66,8 +76,9 @@ class LocalStack(Engine):
         credential = self.require(credential)
 
         def accepted(key: str, secret: str) -> bool:
-            sts = boto3.session.Session().client("sts", endpoint_url=f"http://{self.address}", region_name="us-east-1",
-                                                 aws_access_key_id=key, aws_secret_access_key=secret)
+            sts = boto3.session.Session().client("sts", endpoint_url=self.endpoint, region_name="us-east-1",
+                                                 aws_access_key_id=key, aws_secret_access_key=secret,
+                                                 verify=str(self.tls.ca) if self.tls else None)
             try:
                 sts.get_caller_identity()
             except ClientError:

@@ -21,6 +21,11 @@ Data written before the key existed stays readable.
 
 Health: `GET /minio/health/live` (no credential), and at start a root
 `ListBuckets`, so `start` returns only when the root credential works.
+
+With `--tls` the server serves https only: MinIO takes its certificate from
+`--certs-dir` (`public.crt`, `private.key`, and the CAs it trusts in `CAs/`),
+where `prepare` copies the engine's TLS files; without it those are removed,
+so the server serves plain http again. Health checks then trust that CA.
 """
 from __future__ import annotations
 
@@ -28,11 +33,12 @@ import base64
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tools.engines.base import HOST, REPO_ROOT, Credential, Engine, http_status
+from tools.engines.base import HOST, REPO_ROOT, Credential, Engine, http_status, write_private
 from tools.engines.ports import MINIO_CONSOLE_PORT, PORTS
 
 BINARY = REPO_ROOT / ".devstack" / "bin" / "minio"
@@ -94,7 +100,7 @@ class MinioEngine(Engine):
     def command(self) -> list[str]:
         return [str(BINARY), "server", "--address", self.address,
                 "--console-address", f"{HOST}:{CONSOLE_PORT}",
-                "--certs-dir", str(self.dir / "certs"), "--anonymous", str(self.data_dir)]
+                "--certs-dir", str(self.certs_dir), "--anonymous", str(self.data_dir)]
 
     def signature(self) -> list[str]:
         return [f"{BINARY} server", f"--address {self.address}", str(self.data_dir)]
@@ -112,8 +118,28 @@ class MinioEngine(Engine):
             except RuntimeError as exc:
                 raise self.error("start", str(exc)) from None
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "certs").mkdir(exist_ok=True)
+        self._place_certificates()
         self._root = credential
+
+    @property
+    def certs_dir(self) -> Path:
+        return self.dir / "certs"
+
+    def _place_certificates(self) -> None:
+        """The TLS files where MinIO looks for them; none (plain http) when not started with `--tls`."""
+        certs, tls = self.certs_dir, self.tls
+        (certs / "CAs").mkdir(parents=True, exist_ok=True)
+        if tls is None:
+            for name in ("public.crt", "private.key", "CAs/devstack-ca.crt"):
+                (certs / name).unlink(missing_ok=True)
+            return
+        shutil.copyfile(tls.cert, certs / "public.crt")
+        write_private(certs / "private.key", tls.key.read_text())
+        shutil.copyfile(tls.ca, certs / "CAs" / "devstack-ca.crt")
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     @property
     def kms_key_file(self) -> Path:
@@ -143,7 +169,8 @@ class MinioEngine(Engine):
         }
 
     def healthy(self) -> bool:
-        return http_status(f"http://{self.address}/minio/health/live") == 200
+        tls = self.tls
+        return http_status(f"{self.scheme}://{self.address}/minio/health/live", ca=tls and tls.ca) == 200
 
     def ensure_credential(self, credential: Credential | None) -> bool:
         """Require that the root credential works (root ListBuckets); changes nothing.
@@ -153,11 +180,14 @@ class MinioEngine(Engine):
         """
         if credential is None:
             return False
+        import urllib3
         from minio import Minio
         from minio.error import S3Error
 
+        tls = self.tls
+        http = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=str(tls.ca)) if tls else None
         client = Minio(self.address, access_key=credential.user, secret_key=credential.password,
-                       secure=False, region="us-east-1")
+                       secure=tls is not None, region="us-east-1", http_client=http)
         try:
             client.list_buckets()
         except S3Error as exc:

@@ -1,6 +1,6 @@
 """moto's server with IAM enforced from its first request and devstack's admin key already in it.
 
-    python -m tools.engines.moto_server -H HOST -p PORT ADMIN_FILE
+    python -m tools.engines.moto_server -H HOST -p PORT [--cert CERT --key KEY] ADMIN_FILE
 
 moto checks credentials only with INITIAL_NO_AUTH_ACTION_COUNT set (the
 engine sets 0: every request is checked), and then accepts only access keys
@@ -17,6 +17,8 @@ moto's own /moto-api/ endpoints answer without any credential (reset every
 backend and the admin with it, switch authentication off, dump every model
 with its secrets): they are refused, except GET /moto-api/ (the dashboard
 page), by which `devstack doctor` tells moto from LocalStack.
+
+With --cert and --key (PEM files) it serves https only, with that certificate.
 """
 from __future__ import annotations
 
@@ -77,8 +79,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.engines.moto_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, required=True)
+    parser.add_argument("--cert", type=Path, help="serve https with this certificate (PEM)")
+    parser.add_argument("--key", type=Path, help="the certificate's private key (PEM)")
     parser.add_argument("admin_file", type=Path)
     args = parser.parse_args(argv)
+    if bool(args.cert) != bool(args.key):
+        parser.error("--cert and --key go together")
 
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import run_simple
@@ -87,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     # As moto.server does: a stop signal ends the process cleanly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     app = refusing_moto_api(DomainDispatcherApplication(create_backend_app))
-    run_simple(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+    tls = (str(args.cert), str(args.key)) if args.cert else None
+    run_simple(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler, ssl_context=tls)
 
 
 if __name__ == "__main__":
