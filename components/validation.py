@@ -685,7 +685,9 @@ def _ref_problem(ref: str, decls: list[ResourceDecl], owner: str, workspace: Wor
     known = templates.engine_template(instance.engine).instance
     if attribute in known and "/" not in source:
         if templates.instance_attributes(instance.engine, instance)[attribute] == "":
-            return (f"${{ref:{shown}}}: instance {name!r} sets no {attribute} (set shared.{name}.{attribute} in the "
+            # The TLS attributes come from its `tls:` block, which a plaintext instance has not.
+            field = f"tls.{attribute}" if attribute in instance.template_values() else attribute
+            return (f"${{ref:{shown}}}: instance {name!r} sets no {attribute} (set shared.{name}.{field} in the "
                     f"stack config, or drop this variable)")
         return None
     found, readable = ref_resource(source, attribute, decls, owner, workspace)
