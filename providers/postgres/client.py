@@ -10,6 +10,7 @@ into "already exists" or "tuple concurrently updated".
 from __future__ import annotations
 
 import select
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -44,6 +45,9 @@ FEATURES = {
     # GRANT ... WITH INHERIT/SET options, and CREATEROLE acting only on roles it holds ADMIN OPTION on.
     "role_grant_options": lambda major: major >= 16,
 }
+
+#: The first libpq that reads `sslrootcert=system` (the system's trust store).
+LIBPQ_SYSTEM_ROOTS = 160000
 
 #: PostgreSQL's `integer`: the largest connection limit it takes.
 INT4_MAX = 2**31 - 1
@@ -85,6 +89,47 @@ def _answering_connection() -> type:
             return super().wait(gen, *args, timeout=ANSWER_LIMIT if timeout is None else timeout, **kwargs)
 
     return AnsweringConnection
+
+
+def tls_params(instance: SharedInstance) -> dict[str, str]:
+    """libpq's connection parameters for reaching `instance` (none for plaintext): `verify-full` against the
+    CA (or the system's store), `require` (encrypted, unverified) with `verify: false`; a serverName other
+    than the host is what libpq checks (`host`) while it connects to the host's address (`hostaddr`)."""
+    tls = instance.tls
+    if tls is None:
+        return {}
+    if not tls.verify:
+        params = {"sslmode": "require"}
+    elif ca := tls.ca_path():
+        params = {"sslmode": "verify-full", "sslrootcert": ca}
+    elif psycopg.pq.version() >= LIBPQ_SYSTEM_ROOTS:
+        params = {"sslmode": "verify-full", "sslrootcert": "system"}
+    else:  # an older libpq knows no `system`: it reads ~/.postgresql/root.crt
+        params = {"sslmode": "verify-full"}
+    if cert := tls.client_cert():
+        params |= {"sslcert": cert[0], "sslkey": cert[1]}
+    if tls.server_name and tls.server_name != instance.host:
+        params |= {"host": tls.server_name, "hostaddr": _address_of(instance.host)}
+    return params
+
+
+def connect_params(instance: SharedInstance) -> dict[str, Any]:
+    """Where and how to connect to `instance`: host and port, with its TLS parameters."""
+    return {"host": instance.host, "port": instance.port, **tls_params(instance)}
+
+
+def _address_of(host: str) -> str:
+    """`hostaddr` takes an address only: a host name is resolved here (libpq would, for `host`)."""
+    return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
+
+
+def connection_hint(instance: SharedInstance, err: BaseException) -> str:
+    """What to do when a connect failed: the TLS settings for a TLS failure, else start the server."""
+    text = str(err)
+    if instance.tls is not None and ("SSL" in text or "certificate" in text or "does not support" in text):
+        return (f"check shared.{instance.name}.tls (caFile or caSecret, serverName, verify) in the stack config "
+                "against the server's certificate")
+    return instance.start_hint()
 
 
 def admin_options(address: str) -> str:
@@ -130,7 +175,9 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
     """
     what, options = f"postgres instance {instance.name!r} at {instance.address}", admin_options(instance.address)
     limit_at_login = "idle_session_timeout" in options
-    key = (instance.host, instance.port, instance.admin_user, instance.password(), dbname, options)
+    # TLS settings in the key: a session verified one way is no session of an instance set another.
+    key = (instance.host, instance.port, instance.admin_user, instance.password(), dbname,
+           f"{options} {sorted(tls_params(instance).items())}")
     conn = _kept_session(key) or _new_admin_session(instance, dbname, what, options)
     # The process's first session went out before the server's version was known: its limit is SET, and
     # the reset before reuse (RESET ALL) would undo that. Sessions on a project's database are never
@@ -162,8 +209,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
 def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options: str) -> psycopg.Connection:
     try:
         conn = _answering_connection().connect(
-            host=instance.host,
-            port=instance.port,
+            **connect_params(instance),
             user=instance.admin_user,
             password=instance.password(),
             dbname=dbname,
@@ -181,7 +227,8 @@ def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options
             hint = ("create it (CREATE DATABASE postgres): devstack's admin connects there first" if dbname == "postgres"
                     else "it was dropped meanwhile: `pulumi refresh` records that, then run it again")
         else:
-            hint = f"check devstack:{instance.admin_secret} in the stack config" if refused else instance.start_hint()
+            hint = (f"check devstack:{instance.admin_secret} in the stack config" if refused
+                    else connection_hint(instance, err))
         raise EngineUnavailable("connect to", what, first, hint) from err
     if admin_mode(conn) is None:
         conn.close()
@@ -196,7 +243,7 @@ def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options
 #: SCRAM login, and a database's create alone makes
 #: two calls; a deployment's calls run on up to the provider's worker count of threads, so a few
 #: sessions serve them all.
-SessionKey = tuple[str, int, str, str, str, str]  # host, port, user, password, database, startup options
+SessionKey = tuple[str, int, str, str, str, str]  # host, port, user, password, database, options and TLS
 _kept_sessions: dict[SessionKey, list[tuple[float, Any]]] = {}
 _kept_lock = threading.Lock()
 #: Sessions kept per server and login, and for how long: well inside ADMIN_IDLE_LIMIT, past which the
@@ -246,7 +293,7 @@ def password_works(instance: SharedInstance, user: str, password: str) -> bool:
     limit) means the password itself was accepted.
     """
     try:
-        psycopg.connect(host=instance.host, port=instance.port, user=user, password=password,
+        psycopg.connect(**connect_params(instance), user=user, password=password,
                         dbname="postgres", connect_timeout=5).close()
     except psycopg.OperationalError as err:
         return "password authentication failed" not in str(err)

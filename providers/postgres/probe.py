@@ -8,7 +8,8 @@ import secrets
 from providers.engine import PROBE_TIMEOUT, Probed, Rejected, Unfit
 from providers.errors import first_line
 from providers.instances import SharedInstance
-from providers.postgres.client import ADMIN_NEEDS, FEATURES, LIMITED_MODE, SUPERUSER_MODE, admin_fix, admin_mode, psycopg
+from providers.postgres.client import (ADMIN_NEEDS, FEATURES, LIMITED_MODE, SUPERUSER_MODE, admin_fix, admin_mode,
+                                      connect_params, psycopg)
 
 #: The databases a server makes for itself, noted when they let every role in. Not a problem that fails
 #: the report: devstack does not change a server-wide grant of a server it does not run (the local engine
@@ -27,7 +28,7 @@ def open_database(database: str) -> str:
 def probe(instance: SharedInstance) -> Probed:
     """The server's version, with a note per server database anyone may connect to; Rejected, Unfit."""
     try:
-        conn = psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
+        conn = psycopg.connect(**connect_params(instance), user=instance.admin_user,
                                password=instance.password(), dbname="postgres", connect_timeout=int(PROBE_TIMEOUT))
     except psycopg.OperationalError as err:
         if "authentication failed" in str(err) or "password" in str(err):
@@ -71,9 +72,8 @@ def _asks_for_passwords(instance: SharedInstance) -> None:
     """Unfit when the admin gets in with a wrong password: `trust` in pg_hba.conf lets anyone in as any
     role, past every tenant's password."""
     try:
-        psycopg.connect(host=instance.host, port=instance.port, user=instance.admin_user,
-                        password=f"wrong-{secrets.token_hex(8)}", dbname="postgres",
-                        connect_timeout=int(PROBE_TIMEOUT)).close()
+        psycopg.connect(**connect_params(instance), user=instance.admin_user,
+                        password=f"wrong-{secrets.token_hex(8)}", dbname="postgres", connect_timeout=int(PROBE_TIMEOUT)).close()
     except psycopg.OperationalError:
         return
     raise Unfit("so does anyone with a wrong password (`trust` in pg_hba.conf): every tenant's database is open "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, Iterator
 
 from providers import naming as naming_rules
@@ -79,14 +80,53 @@ def admin_fix(user: str) -> str:
             "renamed nor disabled")
 
 
+def tls_options(instance: SharedInstance) -> dict[str, Any]:
+    """redis-py's TLS options for `instance` (none for plaintext): the CA (or the system's store), the
+    verify flag, the client certificate."""
+    tls = instance.tls
+    if tls is None:
+        return {}
+    cert = tls.client_cert() or (None, None)
+    return {"ssl": True, "ssl_ca_certs": tls.ca_path(), "ssl_cert_reqs": "required" if tls.verify else "none",
+            "ssl_check_hostname": tls.verify, "ssl_certfile": cert[0], "ssl_keyfile": cert[1]}
+
+
+def connect(instance: SharedInstance, **options: Any) -> redis_py.Redis:
+    """A client of `instance` (not connected yet) with `options`, over TLS as the instance says."""
+    client = redis_py.Redis(host=instance.host, port=instance.port, **options, **tls_options(instance))
+    tls = instance.tls
+    if tls is not None and tls.server_name and tls.server_name != instance.host:
+        # redis-py checks the certificate against the host it connects to and takes no other name.
+        client.connection_pool.connection_class = _named_connection()
+        client.connection_pool.connection_kwargs["server_name"] = tls.server_name
+    return client
+
+
+@lru_cache(maxsize=None)
+def _named_connection() -> type:
+    """redis-py's SSLConnection, its certificate checked against `server_name` (made on first use: redis-py is
+    imported on the first engine call)."""
+
+    class NamedSSLConnection(redis_py.SSLConnection):
+        def __init__(self, server_name: str, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.server_name = server_name
+
+        def _wrap_socket_with_ssl(self, sock: Any) -> Any:
+            host, self.host = self.host, self.server_name
+            try:
+                return super()._wrap_socket_with_ssl(sock)
+            finally:
+                self.host = host
+
+    return NamedSSLConnection
+
+
 @contextmanager
 def admin_client(instance: SharedInstance) -> Iterator[redis_py.Redis]:
     """An admin client on db 0, checked with PING; EngineUnavailable when the server does not answer."""
-    client = redis_py.Redis(
-        host=instance.host, port=instance.port, username=instance.admin_user, password=instance.password(),
-        socket_timeout=ANSWER_LIMIT, socket_connect_timeout=5, decode_responses=True,
-        retry=no_retry(),
-    )
+    client = connect(instance, username=instance.admin_user, password=instance.password(),
+                     socket_timeout=ANSWER_LIMIT, socket_connect_timeout=5, decode_responses=True, retry=no_retry())
     try:
         client.ping()
     except redis_py.RedisError as err:
@@ -114,12 +154,23 @@ def _unavailable(instance: SharedInstance, err: Exception) -> EngineUnavailable:
     elif isinstance(err, redis_py.TimeoutError) and "connecting" not in cause:  # connected: SIGSTOP, say
         cause, hint = f"it accepts connections but did not answer within {ANSWER_LIMIT:.0f}s", instance.start_hint()
     elif isinstance(err, (redis_py.ConnectionError, redis_py.TimeoutError)):
-        hint = instance.start_hint()
+        hint = _connection_hint(instance, cause)
     elif str(err).startswith("BUSY"):  # any client's long script holds the whole server
         hint = "a script someone runs there holds every client; an admin can end it (SCRIPT KILL), then run it again"
     else:  # something answers there, but not as Redis does: another engine's port, say
         hint = f"it does not answer as Redis: check shared.{instance.name}.port in the stack config"
     return EngineUnavailable("connect to", f"redis instance {instance.name!r} at {instance.address}", cause, hint)
+
+
+def _connection_hint(instance: SharedInstance, cause: str) -> str:
+    """What to do when the connect failed: the TLS settings for a TLS failure, else start the server."""
+    if instance.tls is not None and ("SSL" in cause or "certificate" in cause):
+        return (f"check shared.{instance.name}.tls (caFile or caSecret, serverName, verify) in the stack config "
+                "against the server's certificate")
+    if instance.tls is None and ("Connection reset" in cause or "closed by server" in cause):
+        return (f"{instance.start_hint()}; a server that takes TLS only closes plaintext connections: then give "
+                f"shared.{instance.name} a `tls:` block")
+    return instance.start_hint()
 
 
 def server_version(client: redis_py.Redis) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from providers.engine import PROBE_TIMEOUT, NoAnswer, Probed, Rejected, Unfit
 from providers.instances import SharedInstance
-from providers.redis.client import admin_fix, no_retry, redis_py
+from providers.redis.client import admin_fix, connect, no_retry, redis_py
 
 #: Commands the provider's admin sends, asked of ACL DRYRUN (Redis 7): each kind's own, not each argument.
 REDIS_ADMIN_COMMANDS = (("CONFIG", "GET", "databases"), ("EVALSHA", "0" * 40, "0"), ("ACL", "SETUSER", "probe"),
@@ -13,9 +13,8 @@ REDIS_ADMIN_COMMANDS = (("CONFIG", "GET", "databases"), ("EVALSHA", "0" * 40, "0
 
 
 def probe(instance: SharedInstance) -> Probed:
-    client = redis_py.Redis(host=instance.host, port=instance.port, username=instance.admin_user,
-                            password=instance.password(), socket_timeout=PROBE_TIMEOUT,
-                            socket_connect_timeout=PROBE_TIMEOUT, retry=no_retry())
+    client = connect(instance, username=instance.admin_user, password=instance.password(),
+                     socket_timeout=PROBE_TIMEOUT, socket_connect_timeout=PROBE_TIMEOUT, retry=no_retry())
     try:
         version = str(client.info("server")["redis_version"])
         for command in REDIS_ADMIN_COMMANDS:
@@ -41,8 +40,8 @@ def probe(instance: SharedInstance) -> Probed:
 def _closed_to_strangers(instance: SharedInstance) -> None:
     """Unfit when a client without credentials gets in: it is Redis's `default` user, and a `default` that
     may log in (no requirepass, `nopass`) reaches every tenant's keys past their ACL users."""
-    stranger = redis_py.Redis(host=instance.host, port=instance.port, socket_timeout=PROBE_TIMEOUT,
-                              socket_connect_timeout=PROBE_TIMEOUT, retry=no_retry())
+    stranger = connect(instance, socket_timeout=PROBE_TIMEOUT, socket_connect_timeout=PROBE_TIMEOUT,
+                       retry=no_retry())
     try:
         stranger.ping()
     except (redis_py.AuthenticationError, redis_py.exceptions.NoPermissionError):

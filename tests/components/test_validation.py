@@ -134,7 +134,7 @@ CASES = [
     (db() + "services:\n  api:\n    env:\n      import:\n        - from: workspace.shared.pg\n          vars:\n"
             "            - PGPASSWORD\n            - PGPASS  # <-\n",
      "services.api.env.import[0].vars[1]", "PGPASS is not a variable devstack knows for a postgres database (known: "
-                                           "DATABASE_URL, PGDATABASE, PGHOST, PGPASSWORD, PGPORT, PGUSER;"),
+                                           "DATABASE_URL, PGDATABASE, PGHOST, PGPASSWORD, PGPORT, PGSSLMODE, PGSSLROOTCERT, PGUSER;"),
     (db() + "services:\n  api:\n    env:\n      import:\n        - from: workspace.shared.pg\n"
             "          vars: [PGUSER, PGUSER]  # <-\n", "services.api.env.import[0].vars", "lists PGUSER twice"),
     (db() + "services:\n  api:\n    env:\n      D: ${ref:workspace.shared.pg.dsn}  # <-\n",

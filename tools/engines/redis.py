@@ -5,6 +5,9 @@ log and pid file under the engine dir. Auth is ACL-only: the `default` user
 is off, and the admin user's password is stored as a SHA-256 hash (`#<hex>`)
 in a 0600 ACL file, so no plaintext password is ever written.
 
+With `--tls` it listens for TLS only (`port 0`, `tls-port`): a client
+certificate is checked when one is presented, and not asked for.
+
 Every write goes to the append-only file before it is answered. The
 provider's ownership markers are plain keys beside tenants' data, while the
 tenant users they own go to the ACL file at once (ACL SAVE): with snapshots
@@ -17,6 +20,7 @@ import hashlib
 import re
 import shutil
 import socket
+import ssl
 import time
 from pathlib import Path
 
@@ -86,15 +90,24 @@ class Redis(Engine):
         return {"umask": 0o077}
 
     def healthy(self) -> bool:
-        """A raw, unauthenticated PING: NOAUTH proves the server answers (LOADING does not).
+        """A raw, unauthenticated PING (over verified TLS when it serves TLS): NOAUTH proves the server
+        answers (LOADING does not).
 
         Raw because redis-py retries a refused handshake with backoff for seconds."""
         try:
-            with socket.create_connection((HOST, self.port), timeout=2) as sock:
+            with socket.create_connection((HOST, self.port), timeout=2) as raw:
+                sock = raw if self.tls is None else ssl.create_default_context(cafile=self.tls.ca).wrap_socket(
+                    raw, server_hostname=HOST)
                 sock.sendall(b"PING\r\n")
                 return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
-        except OSError:
+        except OSError:  # ssl.SSLError included
             return False
+
+    def _tls_options(self) -> dict:
+        """redis-py's options for this server: verified TLS when it serves TLS."""
+        if self.tls is None:
+            return {}
+        return {"ssl": True, "ssl_ca_certs": str(self.tls.ca)}
 
     def ensure_credential(self, credential: Credential | None) -> bool:
         """Check the admin can AUTH. A running server only re-reads its ACL file
@@ -102,8 +115,8 @@ class Redis(Engine):
         changed credential asks for a restart instead of half-applying it."""
         credential = self.require(credential)
         try:
-            with redis_py.Redis(host=HOST, port=self.port, username=credential.user,
-                                password=credential.password, socket_timeout=2, retry=None) as client:
+            with redis_py.Redis(host=HOST, port=self.port, username=credential.user, password=credential.password,
+                                socket_timeout=2, retry=None, **self._tls_options()) as client:
                 client.ping()
                 self._append_every_write(client)
         except redis_py.AuthenticationError:
@@ -130,9 +143,12 @@ class Redis(Engine):
             time.sleep(0.05)
 
     def _config(self, append_only: bool) -> str:
+        listen = [f"port {self.port}"] if self.tls is None else [
+            "port 0", f"tls-port {self.port}", f"tls-cert-file {self.tls.cert}", f"tls-key-file {self.tls.key}",
+            f"tls-ca-cert-file {self.tls.ca}", "tls-auth-clients optional"]
         return "\n".join([
             f"bind {HOST}",
-            f"port {self.port}",
+            *listen,
             "protected-mode yes",
             "daemonize no",
             'logfile ""',  # stdout, which the launcher sends to the engine log
