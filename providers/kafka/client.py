@@ -42,7 +42,8 @@ _UNAVAILABLE = {
 
 
 def client_settings(instance: SharedInstance) -> dict[str, Any]:
-    """librdkafka settings for the admin principal on the instance's SASL_PLAINTEXT listener."""
+    """librdkafka settings for the admin principal on the instance's SASL_PLAINTEXT listener, or its
+    SASL_SSL one when the instance has `tls`."""
     return {
         "bootstrap.servers": instance.bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
@@ -51,17 +52,46 @@ def client_settings(instance: SharedInstance) -> dict[str, Any]:
         "sasl.password": instance.password(),
         "log_level": 0,
         "reconnect.backoff.max.ms": 1000,
+        **tls_settings(instance),
     }
+
+
+def tls_settings(instance: SharedInstance) -> dict[str, Any]:
+    """librdkafka's SASL_SSL settings for the instance's `tls` (none without it): its CA (`probe`: the
+    system's), hostname verification unless `verify: false`, a client certificate when it has one.
+    Unsupported for a `serverName` other than the hosts: librdkafka checks each broker's certificate
+    against the host it connects to (the bootstrap one, then the one each broker advertises), and
+    takes no other name."""
+    tls = instance.tls
+    if tls is None:
+        return {}
+    if tls.verify and tls.server_name and any(host != tls.server_name for host, _ in instance.addresses):
+        raise Unsupported("connect to", f"kafka instance {instance.name!r} at {instance.address}",
+                          f"tls.serverName {tls.server_name!r} differs from the host: Kafka clients check each broker's "
+                          "certificate against the host they connect to and take no other name",
+                          f"remove shared.{instance.name}.tls.serverName and give the brokers' addresses by a name "
+                          "their certificates carry")
+    settings = {"security.protocol": "SASL_SSL", "ssl.ca.location": tls.ca_path() or "probe",
+                "ssl.endpoint.identification.algorithm": "https" if tls.verify else "none",
+                "enable.ssl.certificate.verification": tls.verify}
+    if cert := tls.client_cert():
+        settings["ssl.certificate.location"], settings["ssl.key.location"] = cert
+    return settings
 
 
 _AUTH_HINT = "the admin credential in the stack config does not match the broker's (`python -m tools.engines start kafka` says how to recover)"
 
 
-def unavailable(instance: SharedInstance, cause: str, rejected: bool = False) -> EngineUnavailable:
+def unavailable(instance: SharedInstance, cause: str, rejected: bool = False, tls_failed: bool = False) -> EngineUnavailable:
     return EngineUnavailable(
         "connect to", f"kafka instance {instance.name!r} at {instance.address}", cause,
-        _AUTH_HINT if rejected else instance.start_hint(),
+        _AUTH_HINT if rejected else _tls_hint(instance) if tls_failed else instance.start_hint(),
     )
+
+
+def _tls_hint(instance: SharedInstance) -> str:
+    return (f"check shared.{instance.name}.tls in the stack config: caFile or caSecret must hold the CA that signed "
+            "the brokers' certificates, which must name the hosts connected to (or verify: false)")
 
 
 def admin_client(instance: SharedInstance) -> AdminClient:
@@ -85,10 +115,12 @@ def connect_admin(instance: SharedInstance) -> AdminClient:
         except KafkaException as err:
             admin.poll(0.1)  # serves error_cb, where refused connections and rejected logins show up
             fatal = [p for p in problems if p.code() in _UNAVAILABLE and p.code() != KafkaError._TIMED_OUT]
-            if fatal or time.monotonic() > deadline:
-                last = (fatal or problems or [err.args[0]])[-1]
+            # A failed handshake is followed by "all brokers down": the handshake's error says why.
+            handshake = [p for p in problems if p.code() == KafkaError._SSL]
+            if fatal or handshake or time.monotonic() > deadline:
+                last = (handshake or fatal or problems or [err.args[0]])[-1]
                 rejected = last.code() in _REJECTED
-                raise unavailable(instance, last.str(), rejected) from err
+                raise unavailable(instance, last.str(), rejected, tls_failed=bool(handshake)) from err
 
 
 def credential_works(instance: SharedInstance, principal: str, password: str) -> bool:

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 from providers.engine import PROBE_TIMEOUT, NoAnswer, Probed, Rejected
 from providers.instances import SharedInstance
-from providers.kafka.client import client_settings
+from providers.kafka.client import client_settings, unavailable
 
 
 def probe(instance: SharedInstance) -> Probed:
@@ -26,6 +26,9 @@ def probe(instance: SharedInstance) -> Probed:
             rejected = [p for p in problems if p.code() in refused]
             if rejected:
                 raise Rejected(rejected[-1].str()) from err
+            handshake = [p for p in problems if p.code() == KafkaError._SSL]
+            if handshake:  # not the broker's fault: the instance's TLS settings, said at once
+                raise unavailable(instance, handshake[-1].str(), tls_failed=True) from err
             if time.monotonic() > deadline:
                 raise NoAnswer(f"no answer within {2 * PROBE_TIMEOUT:.0f}s: "
                                f"{err.args[0].str() if err.args else err}") from err

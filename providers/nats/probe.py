@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ssl
+
 from providers.engine import PROBE_TIMEOUT, Probed, Rejected, Unfit
+from providers.errors import EngineUnavailable
 from providers.instances import SharedInstance
 from providers.nats.claims import all_accounts
-from providers.nats.session import JETSTREAM_FIX, JETSTREAM_MISSING, admin_credential, nats, nats_errors, run_private
+from providers.nats.session import (JETSTREAM_FIX, JETSTREAM_MISSING, admin_credential, connect_fix, nats, nats_errors,
+                                    run_private, servers)
 
 
 def probe(instance: SharedInstance) -> Probed:
@@ -17,7 +21,7 @@ def probe(instance: SharedInstance) -> Probed:
 
         try:
             # The system account's admin: it proves the server trusts this stack's operator (operator mode).
-            client = await nats.connect(servers=instance.urls("nats"), **admin_credential(instance.password()),
+            client = await nats.connect(**servers(instance), **admin_credential(instance.password()),
                                         allow_reconnect=False, max_reconnect_attempts=1, connect_timeout=PROBE_TIMEOUT,
                                         error_cb=remember)
         except Exception as err:
@@ -25,6 +29,9 @@ def probe(instance: SharedInstance) -> Probed:
             if isinstance(cause, nats_errors.AuthorizationError) or "authorization" in str(cause).lower():
                 raise Rejected(f"{cause}: the server does not trust this stack's NATS operator, or is not in "
                                f"operator mode") from err
+            if isinstance(cause, ssl.SSLError):
+                raise EngineUnavailable("connect to", f"nats instance {instance.name!r} at {instance.address}",
+                                        str(cause), connect_fix(instance, cause)) from err
             raise
         try:
             accounts = await all_accounts(client)

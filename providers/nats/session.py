@@ -10,6 +10,7 @@ provider never holds a connection.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -66,6 +67,28 @@ OPERATOR_FIX = ("the stack's admin secret is not the one the server trusts, or t
                 "(docs/engines.md)")
 
 
+def servers(instance: SharedInstance) -> dict[str, Any]:
+    """nats.connect keywords that reach the instance: its URLs, and over TLS (`tls://`) the client context
+    (the instance's CA, verification, client certificate) and the name its certificate must carry, when
+    `serverName` gives one (else each URL's host)."""
+    tls = instance.tls
+    if tls is None:
+        return {"servers": instance.urls("nats")}
+    return {"servers": instance.urls("tls"), "tls": tls.ssl_context(),
+            **({"tls_hostname": tls.server_name} if tls.server_name else {})}
+
+
+def connect_fix(instance: SharedInstance, cause: BaseException) -> str:
+    """What to do about a connect that failed with `cause`: the TLS settings when the handshake failed."""
+    if isinstance(cause, ssl.SSLError) and instance.tls is None:  # nats-py takes up TLS when the server asks
+        return (f"the server requires TLS: give shared.{instance.name} a tls block in the stack config, caFile "
+                "naming the CA that signed its certificate")
+    if isinstance(cause, ssl.SSLError):
+        return (f"check shared.{instance.name}.tls in the stack config: caFile or caSecret must hold the CA that "
+                "signed the server's certificate, and serverName a name it carries (or verify: false)")
+    return instance.start_hint()
+
+
 def admin_credential(secret: str, owner: str | None = None) -> dict[str, Any]:
     """nats.connect keywords that log in as devstack's admin user of the system account (owner None) or of
     project `owner`'s account, from the instance's admin secret."""
@@ -91,7 +114,7 @@ async def open_session(instance: SharedInstance, owner: str | None = None) -> Se
 
     try:
         nc = await nats.connect(
-            servers=instance.urls("nats"),
+            **servers(instance),
             **admin_credential(instance.password(), owner),
             allow_reconnect=False,
             # Without a bound, the first connect retries for max_reconnect_attempts x 2s.
@@ -110,7 +133,7 @@ async def open_session(instance: SharedInstance, owner: str | None = None) -> Se
             raise AccountMissing(owner) from err  # the system account's session, opened first, proved the operator
         raise EngineUnavailable(
             "connect to", f"nats instance {instance.name!r} at {instance.address}",
-            str(cause) or type(cause).__name__, OPERATOR_FIX if rejected else instance.start_hint(),
+            str(cause) or type(cause).__name__, OPERATOR_FIX if rejected else connect_fix(instance, cause),
         ) from err
     server = nc.connected_server_version
     if not FEATURES["metadata"]((server.major, server.minor)):
@@ -141,7 +164,7 @@ class Sessions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sessions: dict[tuple[str, str, str | None], Session] = {}
+        self._sessions: dict[tuple[str, str, str | None, Any], Session] = {}
         self._opening: asyncio.Lock | None = None
         self._accounts: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -192,12 +215,12 @@ class Sessions:
             return await self._open(instance, owner)
 
     async def _open(self, instance: SharedInstance, owner: str | None) -> Session:
-        key = (instance.address, instance.password(), owner)
+        key = _key(instance, owner)
         session = self._sessions.pop(key, None)
         if session is None or not session.nc.is_connected:
             # A login to an account the server does not hold waits out its resolver's lookup: ask the
             # system account first, which answers at once.
-            system = self._sessions.get((instance.address, instance.password(), None))
+            system = self._sessions.get(_key(instance, None))
             if owner is not None and system is not None \
                     and await account_claims(system.nc, account_key(instance, owner)) is None:
                 raise AccountMissing(owner)
@@ -210,9 +233,15 @@ class Sessions:
 
     async def forget(self, instance: SharedInstance, owner: str) -> None:
         """Close the session in `owner`'s account (it was deleted: the server closes it anyway)."""
-        session = self._sessions.pop((instance.address, instance.password(), owner), None)
+        session = self._sessions.pop(_key(instance, owner), None)
         if session is not None:
             await session.nc.close()
+
+
+def _key(instance: SharedInstance, owner: str | None) -> tuple[str, str, str | None, Any]:
+    """A session's key: server, credential, account, and TLS settings (a session opened with one CA must
+    not serve an instance configured with another)."""
+    return instance.address, instance.password(), owner, instance.tls
 
 
 SESSIONS = Sessions()

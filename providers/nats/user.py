@@ -22,7 +22,7 @@ from providers.nats.claims import (AccountSpec, account_claims, account_descript
 from providers.nats.kind import NatsKind
 from providers.nats.names import owner_subjects
 from providers.nats.session import (CONNECT_TIMEOUT, SESSIONS, Session, nats, nats_errors, nkeys, push_new_account,
-                                    run, run_private)
+                                    run, run_private, servers)
 
 
 class UserSpec(BaseModel):
@@ -155,7 +155,7 @@ class User(NatsKind):
 
         async def attempt() -> bool:
             try:
-                client = await nats.connect(servers=instance.urls("nats"), user_jwt_cb=lambda: token.encode(),
+                client = await nats.connect(**servers(instance), user_jwt_cb=lambda: token.encode(),
                                             signature_cb=auth.signer(key), allow_reconnect=False,
                                             max_reconnect_attempts=1, connect_timeout=CONNECT_TIMEOUT)
             except nats_errors.Error:
