@@ -57,6 +57,24 @@ def entries(project: ProjectFile, workspace: WorkspaceConfig) -> list[Entry]:
     return found
 
 
+def resource_name(project: str, key: str, attribute: str, store: str) -> str:
+    """The Pulumi name of an entry: `<project>/<instance>/<kind>/<name>/<attribute>@<store>`."""
+    return f"{project}/{key}/{attribute}@{store}"
+
+
+def entry_urns(workspace: WorkspaceConfig, resource_urn: str, project: str, decl: ResourceDecl) -> list[str]:
+    """The URNs of `decl`'s entries, siblings of its resource's `resource_urn`: a targeted update of the
+    resource names them too, so a project's first resource gets its entries in the same update."""
+    store = workspace.secret_store
+    if store is None or decl.credentials != "generated" or decl.uses not in workspace.shared:
+        return []
+    parents, _ = resource_urn.split("$pulumi-python:dynamic/")
+    key = decl.key(project)
+    kind = f"pulumi-python:dynamic/localstack:{store.kind}"  # _entry_class's type
+    return [f"{parents}${kind}::{resource_name(project, key, attribute, store.kind)}"
+            for attribute in stored_attributes(workspace.shared[decl.uses].engine, decl.kind)]
+
+
 @cache
 def _entry_class(store: str) -> type[Resource]:
     """The Pulumi resource type of a store's entries, e.g. `pulumi-python:dynamic/localstack:aws-sm`."""
@@ -83,7 +101,7 @@ def declare_entries(project: ProjectFile, workspace: WorkspaceConfig, stack: str
                  "stack": stack, "value": pulumi.Output.secret(outputs[entry.key][entry.attribute]),
                  "arn": None, "inSync": None}
         declared[(entry.key, entry.attribute)] = _entry_class(store.kind)(
-            STORES[store.kind](), f"{project.name}/{entry.key}/{entry.attribute}@{store.kind}", props,
+            STORES[store.kind](), resource_name(project.name, entry.key, entry.attribute, store.kind), props,
             pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["value"], delete_before_replace=True))
     return declared
 

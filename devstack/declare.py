@@ -23,7 +23,8 @@ import yaml
 from pulumi import automation as auto
 
 from components import templates
-from components.models import shared_ref
+from components.models import ResourceDecl, shared_ref
+from components.secret_store import entry_urns
 from components.yamlfile import unreadable_reason
 from devstack import yamledit
 from devstack.errors import Aborted, Confirm, EngineError, IdentityConflict, InvalidQuery
@@ -99,7 +100,14 @@ class Target:
         missing = [urn for urn in [*implied, *ancestors] if urn not in present]
         # What the program adds beside it follows it: made with the first, purged with the last.
         implied = [urn for urn in implied if urn in present]
-        return [resource] + implied + missing, not missing
+        return [resource] + implied + missing + self._stored_urns(resource), not missing
+
+    def _stored_urns(self, resource: str) -> list[str]:
+        """The declaration's secret-store entries (components.secret_store): made in the same update."""
+        text = read_text(self.project.path)
+        index = _entry_index(text, self)
+        entry = yaml.safe_load(text)["resources"][index] if index is not None else None
+        return entry_urns(self.workspace.config, resource, self.project.name, ResourceDecl.model_validate(entry)) if entry else []
 
     def _implied_urns(self, resource: str) -> list[str]:
         """The URNs of what the program adds beside the resource and it is made after (a NATS stream's
