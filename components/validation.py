@@ -193,6 +193,7 @@ def validate(workspace_raw: Any, root: Path, stack_file: YamlFile | None, stack_
         problems += _unknown_adoptions(workspace, owners, stack_file, stack_display)
     if workspace.secret_store is not None:
         problems += _secret_store_problems(workspace, projects, stack_file, stack_display)
+        problems += _store_variable_clashes(located, workspace)
         used.add(workspace.secret_store.instance)  # every up with a generated credential writes there
     if config_is_set is not None:
         problems += _admin_secret_problems(workspace, used, config_is_set, config_is_secret, stack_file, stack_display)
@@ -240,6 +241,30 @@ def _secret_store_problems(workspace: WorkspaceConfig, projects: list[ProjectFil
                            f"{problem}: an entry of project {project.name!r} (set a prefix the store takes)")
                 break
     return report.problems
+
+
+def _store_variable_clashes(located: list[tuple[ProjectFile, str, YamlFile | None]],
+                            workspace: WorkspaceConfig) -> list[Problem]:
+    """A variable the store serves becomes `<VAR>_SECRET_ID`, which the service must not set otherwise."""
+    from components.secret_store import SECRET_ID_SUFFIX, stored_attributes
+
+    problems = []
+    for project, relative, file in located:
+        report = _Report(file, relative)
+        for name, service in project.services.items():
+            taken = set(service.env.plain()) | {var for item in service.env.imports for var in item.vars}
+            for j, item in enumerate(service.env.imports):
+                decl = resolve_source(item.source, project.resources, project.name)
+                if decl is None or decl.credentials != "generated" or decl.uses not in workspace.shared:
+                    continue
+                stored = stored_attributes(workspace.shared[decl.uses].engine, decl.kind)
+                for var, attribute in item.vars.items():
+                    if attribute in stored and var + SECRET_ID_SUFFIX in taken:
+                        report.add(("services", name, "env", "import", j, "vars"),
+                                   f"{var} comes from the workspace's secret store, so the service gets "
+                                   f"{var}{SECRET_ID_SUFFIX} (the entry's name), which it sets otherwise too (rename one)")
+        problems += report.problems
+    return problems
 
 
 def _admin_secret_problems(workspace: WorkspaceConfig, used: set[str], config_is_set: Callable[[str], bool],

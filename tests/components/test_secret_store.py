@@ -120,7 +120,20 @@ def test_a_bad_store_names_the_field_and_the_fix(tmp_path, store, shared, field,
     assert message in problem.message, problem
 
 
+def test_a_variable_the_store_serves_must_not_clash_with_its_secret_id(tmp_path):
+    raw = workspace(tmp_path, {"kind": "aws-sm", "instance": "aws"})
+    text = (tmp_path / "shop" / "devstack.yaml").read_text()
+    data = yaml.safe_load(text)
+    data["services"]["api"]["env"]["DATABASE_URL_SECRET_ID"] = "mine"
+    (tmp_path / "shop" / "devstack.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(WorkspaceInvalid) as invalid:
+        validate(raw, tmp_path, None, "stacks/Pulumi.test.yaml")
+    [problem] = invalid.value.problems
+    assert problem.file == "shop/devstack.yaml" and problem.path.startswith("services.api.env.import[0]"), problem
+    assert "DATABASE_URL comes from the workspace's secret store" in problem.message
+
+
 def test_the_store_instance_needs_its_admin_secret(tmp_path):
     raw = workspace(tmp_path, {"kind": "aws-ssm", "instance": "aws"})
-    with pytest.raises(WorkspaceInvalid, match=r"secretStore|shared\.aws\.adminSecret"):
+    with pytest.raises(WorkspaceInvalid, match=r"shared\.aws\.adminSecret: config key devstack:awsAdmin is not set"):
         validate(raw, tmp_path, None, "stacks/Pulumi.test.yaml", config_is_set=lambda key: key == "pgAdmin")
