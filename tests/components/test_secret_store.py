@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from components.validation import WorkspaceInvalid, validate
-from providers import registry
-from tests.components.test_expansion import expand
+from tests.components.test_expansion import RecordingMocks, expand
 
 SHARED = {"pg": {"engine": "postgres", "port": 25432}, "aws": {"engine": "localstack", "port": 24566}}
 PROJECT = {
@@ -35,23 +34,14 @@ def workspace(tmp_path: Path, store: dict | None, shared: dict = SHARED) -> dict
             **({"secretStore": store} if store else {})}
 
 
-class Mocks(pulumi.runtime.Mocks):
-    """Returns every attribute a tenant resource declares; an entry as its inputs."""
-
-    def __init__(self) -> None:
-        self.inputs: dict[str, dict] = {}
+class Mocks(RecordingMocks):
+    """test_expansion's mocks, an entry returning its inputs as its outputs."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.inputs[args.name] = dict(args.inputs)
-        outputs = dict(args.inputs)
-        engine, _, kind = args.typ.removeprefix("pulumi-python:dynamic/").partition(":")
-        if engine in registry.engines() and kind in registry.kinds(engine):
-            for attribute in registry.provider_class(engine, kind).attributes:
-                outputs[attribute] = 1234 if attribute == "port" else f"{attribute}-of-{args.name}"
-        return f"{args.name}-id", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return {}
+        if not args.typ.startswith("pulumi-python:dynamic/localstack:aws-"):
+            return super().new_resource(args)
+        self.inputs[args.name], self.types[args.name] = dict(args.inputs), args.typ
+        return f"{args.name}-id", dict(args.inputs)
 
 
 @pytest.fixture
