@@ -261,6 +261,11 @@ class Topic(KafkaKind):
                 (future,) = admin.incremental_alter_configs(configs, validate_only=validate_only,
                                                             request_timeout=client.REQUEST_TIMEOUT).values()
                 result(future, "update", what, "config")
+        if grow:
+            # The broker acknowledges before its metadata shows the new count: a refresh right after
+            # would read the old one as drift.
+            wait_until(lambda: (live_topic(admin, name, what) or {}).get("partitions") == spec.partitions,
+                       client.REQUEST_TIMEOUT)
 
     @staticmethod
     def _foreign(markers: Mapping[str, str], admin: AdminClient, name: str, owner: str, what: str) -> list[AclBinding]:
