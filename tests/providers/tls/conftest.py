@@ -63,6 +63,14 @@ class TlsEngines:
 
 
 @pytest.fixture(scope="session")
+def stranger_ca(tmp_path_factory) -> Path:
+    """A CA that signed nothing the TLS engines serve: a client trusting it alone must refuse them."""
+    from tools.engines.tls import ensure_tls_files
+
+    return ensure_tls_files(tmp_path_factory.mktemp("stranger")).ca
+
+
+@pytest.fixture(scope="session")
 def tls_engines(admin) -> Iterator[TlsEngines]:
     engines = TlsEngines(admin)
     yield engines

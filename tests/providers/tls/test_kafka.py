@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,11 +105,6 @@ def test_the_exports_do_not_connect_without_the_ca(over_tls):
     eventually(lambda: client.poll(0.2) is None or [p for p in problems if p.code() == KafkaError._SSL], 10,
                "the handshake to fail")
 
-
-@pytest.fixture(scope="module")
-def stranger_ca(tmp_path_factory) -> Path:
-    """A CA that signed nothing the TLS engines serve."""
-    return ensure_tls_files(tmp_path_factory.mktemp("stranger")).ca
 
 
 def test_a_ca_that_did_not_sign_the_broker_is_said_at_once(over_tls, owner, stranger_ca):

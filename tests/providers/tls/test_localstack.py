@@ -24,7 +24,6 @@ from providers.localstack.table import Table
 from providers.localstack.topic import Topic
 from tests.providers.conftest import props
 from tests.providers.tls.conftest import CA
-from tools.engines.tls import ensure_tls_files
 
 HASH_KEY = {"hashKey": {"name": "id", "type": "S"}}
 
@@ -94,8 +93,8 @@ def test_an_access_key_reaches_its_project_only_through_the_exported_https_endpo
     assert is_stale(key.read("id", access).outs)
 
 
-def test_a_wrong_ca_fails_naming_the_instance_and_address(over_tls, owner, tmp_path):
-    provider = over_tls(Queue(), "aws", caFile=str(ensure_tls_files(tmp_path).ca))
+def test_a_wrong_ca_fails_naming_the_instance_and_address(over_tls, owner, stranger_ca):
+    provider = over_tls(Queue(), "aws", caFile=str(stranger_ca))
     began = time.monotonic()
     with pytest.raises(EngineUnavailable) as failed:
         provider.create(inputs(provider, "data", owner))

@@ -21,7 +21,6 @@ from providers.minio.client import admin_client
 from providers.minio.lifecycle import MinioLifecycle
 from tests.providers.conftest import props
 from tests.providers.tls.conftest import CA
-from tools.engines.tls import ensure_tls_files
 
 
 def inputs(provider, kind: str, name: str, owner: str, params: dict | None = None, **policy) -> dict:
@@ -91,16 +90,15 @@ def test_every_kind_lifecycle_over_tls_and_the_exported_endpoint_verifies_the_se
     assert is_stale(key.read("id", access.outs).outs)
 
 
-def test_a_wrong_ca_fails_naming_the_instance_and_address(over_tls, owner, tmp_path):
-    wrong = ensure_tls_files(tmp_path).ca
-    bucket = over_tls(MinioBucket(), "objects", caFile=str(wrong))
+def test_a_wrong_ca_fails_naming_the_instance_and_address(over_tls, owner, stranger_ca):
+    bucket = over_tls(MinioBucket(), "objects", caFile=str(stranger_ca))
     address = bucket._instances["objects"].address
     began = time.monotonic()
     with pytest.raises(EngineUnavailable) as failed:
         bucket.create(inputs(bucket, "bucket", "data", owner))
     assert f"minio instance 'objects' at {address}" in str(failed.value)
     assert "CERTIFICATE_VERIFY_FAILED" in str(failed.value) and "tls in the stack config" in str(failed.value)
-    key = over_tls(AccessKey(), "objects", caFile=str(wrong))
+    key = over_tls(AccessKey(), "objects", caFile=str(stranger_ca))
     with pytest.raises(EngineUnavailable, match="tls in the stack config") as refused:  # the admin API's verdict
         key.create(inputs(key, "access_key", owner, owner))
     assert f"minio instance 'objects' at {address}" in str(refused.value)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from pathlib import Path
 
 import nats
 import pytest
@@ -28,7 +27,6 @@ from tests.providers.tls.conftest import CA, OFFSET
 from tools.engines.base import TlsFiles
 from tools.engines.nats import tls_answers
 from tools.engines.ports import PORTS
-from tools.engines.tls import ensure_tls_files
 
 ADDRESS = f"127.0.0.1:{PORTS['nats'] + OFFSET}"
 KINDS = {"account": Account, "stream": Stream, "consumer": Consumer, "kv": Kv, "user": User}
@@ -123,11 +121,6 @@ def test_the_user_exports_log_in_over_verified_tls_and_reach_only_its_account(ov
     with pytest.raises(ssl.SSLCertVerificationError):
         run_private(connect(ssl.create_default_context()))
 
-
-@pytest.fixture(scope="module")
-def stranger_ca(tmp_path_factory) -> Path:
-    """A CA that signed nothing the TLS engines serve."""
-    return ensure_tls_files(tmp_path_factory.mktemp("stranger")).ca
 
 
 @pytest.mark.parametrize("tls, said", [

@@ -18,7 +18,6 @@ from providers.postgres.user import User
 from tests.providers.conftest import props
 from tests.providers.tls.conftest import CA, OFFSET
 from tools.engines.ports import PORTS
-from tools.engines.tls import ensure_tls_files
 
 PORT = PORTS["postgres"] + OFFSET
 ENCRYPTED = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
@@ -41,10 +40,6 @@ def tls_admin(over_tls, admin, owner):
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
-
-@pytest.fixture(scope="module")
-def other_ca(tmp_path_factory):
-    return ensure_tls_files(tmp_path_factory.mktemp("other-ca")).ca
 
 
 def test_every_kind_over_tls_and_its_dsn_verifies_the_server(over_tls, tls_admin, owner):
@@ -83,8 +78,8 @@ def test_every_kind_over_tls_and_its_dsn_verifies_the_server(over_tls, tls_admin
     ({"caFile": "other"}, "certificate verify failed"),
     ({"serverName": "elsewhere"}, 'does not match host name "elsewhere"'),
 ], ids=["wrong-ca", "wrong-server-name"])
-def test_an_unverified_server_is_refused_naming_the_instance(over_tls, other_ca, tls, cause):
-    tls = {key: str(other_ca) if value == "other" else value for key, value in tls.items()}
+def test_an_unverified_server_is_refused_naming_the_instance(over_tls, stranger_ca, tls, cause):
+    tls = {key: str(stranger_ca) if value == "other" else value for key, value in tls.items()}
     instance = over_tls(Database(), "pg", **tls)._instances["pg"]
     with pytest.raises(EngineUnavailable) as refused:
         with admin_connection(instance):
@@ -98,10 +93,10 @@ def test_an_unverified_server_is_refused_naming_the_instance(over_tls, other_ca,
     {"verify": False}, {"serverName": "localhost"},
     {"certFile": str(CA.with_name("client.pem")), "keyFile": str(CA.with_name("client-key.pem"))},
 ], ids=["unverified", "server-name", "client-cert"])
-def test_verify_off_the_certificate_s_name_or_a_client_cert_connects(over_tls, other_ca, tls):
+def test_verify_off_the_certificate_s_name_or_a_client_cert_connects(over_tls, stranger_ca, tls):
     # Unverified even with a CA that did not sign the server's certificate; the name checked against the
     # certificate while connecting to 127.0.0.1; a client certificate the server checks against its CA.
-    instance = over_tls(Database(), "pg", **({"caFile": str(other_ca)} if tls.get("verify") is False else {}),
+    instance = over_tls(Database(), "pg", **({"caFile": str(stranger_ca)} if tls.get("verify") is False else {}),
                         **tls)._instances["pg"]
     with admin_connection(instance) as conn:
         ssl, client = conn.execute("SELECT ssl, client_dn FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone()

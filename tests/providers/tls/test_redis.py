@@ -17,7 +17,6 @@ from providers.redis.redis_index import RedisIndex
 from tests.providers.conftest import props
 from tests.providers.tls.conftest import CA, OFFSET
 from tools.engines.ports import PORTS
-from tools.engines.tls import ensure_tls_files
 
 PORT = PORTS["redis"] + OFFSET
 
@@ -47,10 +46,6 @@ def tls_admin(over_tls, admin, owner):
                 client.acl_deluser(user)
         client.acl_save()
 
-
-@pytest.fixture(scope="module")
-def other_ca(tmp_path_factory):
-    return ensure_tls_files(tmp_path_factory.mktemp("other-ca")).ca
 
 
 def test_every_kind_over_tls_and_its_url_verifies_the_server(over_tls, tls_admin, owner):
@@ -91,8 +86,8 @@ def test_every_kind_over_tls_and_its_url_verifies_the_server(over_tls, tls_admin
     ({"caFile": "other"}, "certificate verify failed"),
     ({"serverName": "elsewhere"}, "Hostname mismatch"),
 ], ids=["wrong-ca", "wrong-server-name"])
-def test_an_unverified_server_is_refused_naming_the_instance(over_tls, other_ca, tls, cause):
-    tls = {key: str(other_ca) if value == "other" else value for key, value in tls.items()}
+def test_an_unverified_server_is_refused_naming_the_instance(over_tls, stranger_ca, tls, cause):
+    tls = {key: str(stranger_ca) if value == "other" else value for key, value in tls.items()}
     instance = over_tls(RedisIndex(), "cache", **tls)._instances["cache"]
     with pytest.raises(EngineUnavailable) as refused:
         with admin_client(instance):
@@ -106,10 +101,10 @@ def test_an_unverified_server_is_refused_naming_the_instance(over_tls, other_ca,
     {"verify": False}, {"serverName": "localhost"},
     {"certFile": str(CA.with_name("client.pem")), "keyFile": str(CA.with_name("client-key.pem"))},
 ], ids=["unverified", "server-name", "client-cert"])
-def test_verify_off_the_certificate_s_name_or_a_client_cert_connects(over_tls, other_ca, tls):
+def test_verify_off_the_certificate_s_name_or_a_client_cert_connects(over_tls, stranger_ca, tls):
     # Unverified even with a CA that did not sign the server's certificate; the name checked against the
     # certificate while connecting to 127.0.0.1; a client certificate the server checks against its CA.
-    instance = over_tls(RedisIndex(), "cache", **({"caFile": str(other_ca)} if tls.get("verify") is False else {}),
+    instance = over_tls(RedisIndex(), "cache", **({"caFile": str(stranger_ca)} if tls.get("verify") is False else {}),
                         **tls)._instances["cache"]
     with admin_client(instance) as client:
         assert client.ping() is True
