@@ -39,7 +39,8 @@ def service_env(stack: auto.Stack, project: str, service: str, *, show_secrets: 
     secret = sorted(k for k, v in env.items() if v == REDACTED)
     if show_secrets and set(secret) - set(stored):
         plain = json.loads(run_cli(stack, "stack", "output", "--json", "--show-secrets") or "{}")
-        env = {**_service_section(plain, stack.name, project, service), **env}
+        # The plain values over the masked ones; a store-served variable is in neither (its _SECRET_ID is).
+        env = {**env, **_service_section(plain, stack.name, project, service)}
     if show_secrets and stored:
         env.update(_read_from_store(stack, f"{project}/{service}", stored))
     return ServiceEnv(workspace=stack.name, project=project, service=service,

@@ -93,14 +93,16 @@ def test_a_live_or_foreign_owner_is_never_reaped(tmp_path):
 @pytest.mark.parametrize("resources, imports", [
     pytest.param([{"uses": "pg", "kind": "database"}],
                  [{"from": "workspace.shared.pg/database/p-1", "vars": ["PGHOST", "PGPORT", "PGUSER", "PGPASSWORD",
-                                                                        "PGDATABASE", "DATABASE_URL"]}], id="one"),
+                                                                        "PGDATABASE", "DATABASE_URL", "PGSSLMODE",
+                                                                        "PGSSLROOTCERT"]}], id="one"),
     pytest.param([{"uses": "workspace.shared.pg", "kind": "database"},
                   {"uses": "pg", "kind": "user", "name": "ro"}, {"uses": "cache", "kind": "acl_user"}],
                  [{"from": "workspace.shared.pg/database/p-1", "vars": ["PGHOST", "PGPORT", "PGUSER", "PGPASSWORD",
-                                                                        "PGDATABASE", "DATABASE_URL"]},
+                                                                        "PGDATABASE", "DATABASE_URL", "PGSSLMODE",
+                                                                        "PGSSLROOTCERT"]},
                   {"from": "workspace.shared.cache/acl_user/p-1", "vars": ["REDIS_HOST", "REDIS_PORT", "REDIS_USERNAME",
                                                                            "REDIS_PASSWORD", "REDIS_URL",
-                                                                           "REDIS_KEY_PREFIX"]}],
+                                                                           "REDIS_KEY_PREFIX", "REDIS_CA_CERT"]}],
                  id="first-resource-wins-a-variable"),
 ])
 def test_a_project_without_services_gets_one_importing_each_resource(resources, imports):
