@@ -270,7 +270,7 @@ def _elsewhere(marked: str, mark: str) -> str:
     if stack != marked_stack(mark)[0]:
         return f"marked for workspace {marked!r}"
     if not digest:
-        return (f"marked with the bare stack name {stack!r} (as before markers named their ledger): any clone's "
+        return (f"marked with the bare stack name {stack!r} (no ledger digest in the marker): any clone's "
                 f"stack of that name may use it, so gc leaves it; drop it by hand if it is this workspace's")
     return f"marked for another ledger's stack {stack!r} ({marked}; this one marks {mark}): another clone's, say"
 
