@@ -22,6 +22,8 @@ def test_the_team_example_is_a_valid_workspace_on_hosts_of_its_own():
     # The same instance names as the local workspace (the examples' `uses:`), each on a shared host.
     assert set(shared) == set(local)
     assert all(not i.host.startswith("127.") and i.host != "localhost" for i in shared.values())
+    # Off loopback, over TLS verified against the team's CA (a config key: the file is each member's).
+    assert {(i.tls.ca_secret, i.tls.verify) for i in shared.values()} == {("teamCa", True)}
 
 
 def test_the_team_example_holds_no_secret_and_no_salt():
