@@ -48,7 +48,7 @@ def test_first_use_from_many_threads_builds_one_client_each():
               "start = Barrier(16)\n"
               "def first_use(i):\n"
               "    start.wait()\n"
-              "    admin = minio._admin('127.0.0.1:1', 'us-east-1', 'user', 'password')\n"
+              "    admin = minio._admin('127.0.0.1:1', 'us-east-1', 'user', 'password', False, True, None)\n"
               "    client = s3._client('s3', 'http://127.0.0.1:1', 'us-east-1', 'key', 'secret', 'localstack')\n"
               "    return id(admin), id(client)\n"
               "with ThreadPoolExecutor(16) as pool:\n"
