@@ -204,6 +204,11 @@ class SharedInstance(BaseModel):
         return (f"start it with `python -m tools.engines start {self.engine}`, or fix shared.{self.name}.{where} "
                 f"in the stack config if it runs elsewhere")
 
+    def tls_hint(self) -> str:
+        """What to do when the TLS handshake failed: the instance's `tls:` settings to check."""
+        return (f"check shared.{self.name}.tls in the stack config: caFile or caSecret must hold the CA that signed "
+                "the server's certificate, which must carry serverName or the host (or set verify: false)")
+
     def stopped_answering(self, cause: BaseException | str) -> EngineUnavailable:
         """The error for a server that went away (or stopped answering) in the middle of a call, after
         it had answered the connect: what was asked may or may not have been done, and a rerun finds out.

@@ -85,13 +85,9 @@ _AUTH_HINT = "the admin credential in the stack config does not match the broker
 def unavailable(instance: SharedInstance, cause: str, rejected: bool = False, tls_failed: bool = False) -> EngineUnavailable:
     return EngineUnavailable(
         "connect to", f"kafka instance {instance.name!r} at {instance.address}", cause,
-        _AUTH_HINT if rejected else _tls_hint(instance) if tls_failed else instance.start_hint(),
+        _AUTH_HINT if rejected else instance.tls_hint() if tls_failed else instance.start_hint(),
     )
 
-
-def _tls_hint(instance: SharedInstance) -> str:
-    return (f"check shared.{instance.name}.tls in the stack config: caFile or caSecret must hold the CA that signed "
-            "the brokers' certificates, which must name the hosts connected to (or verify: false)")
 
 
 def admin_client(instance: SharedInstance) -> AdminClient:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from providers.errors import EngineUnavailable
 from providers.identity import Identity
 from providers.instances import SharedInstance
-from providers.s3.client import (aws_client, boto_errors, endpoint_of, error_code, region_of, tls_failure, tls_hint,
+from providers.s3.client import (aws_client, boto_errors, endpoint_of, error_code, region_of, tls_failure,
                                  tls_options)
 from providers.markers import Observed
 
@@ -96,7 +96,7 @@ def emulator(instance: SharedInstance) -> str:
         except urllib.error.HTTPError:
             _emulators[endpoint] = "localstack"
         except OSError as err:
-            hint = tls_hint(instance) if instance.tls and tls_failure(err) else instance.start_hint()
+            hint = instance.tls_hint() if instance.tls and tls_failure(err) else instance.start_hint()
             raise EngineUnavailable("connect to", f"{ENGINE_NAME} instance {instance.name!r} at {instance.address}",
                                     str(err), hint) from err
     return _emulators[endpoint]

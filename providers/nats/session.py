@@ -84,8 +84,7 @@ def connect_fix(instance: SharedInstance, cause: BaseException) -> str:
         return (f"the server requires TLS: give shared.{instance.name} a tls block in the stack config, caFile "
                 "naming the CA that signed its certificate")
     if isinstance(cause, ssl.SSLError):
-        return (f"check shared.{instance.name}.tls in the stack config: caFile or caSecret must hold the CA that "
-                "signed the server's certificate, and serverName a name it carries (or verify: false)")
+        return instance.tls_hint()
     return instance.start_hint()
 
 

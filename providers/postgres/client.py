@@ -127,8 +127,7 @@ def connection_hint(instance: SharedInstance, err: BaseException) -> str:
     """What to do when a connect failed: the TLS settings for a TLS failure, else start the server."""
     text = str(err)
     if instance.tls is not None and ("SSL" in text or "certificate" in text or "does not support" in text):
-        return (f"check shared.{instance.name}.tls (caFile or caSecret, serverName, verify) in the stack config "
-                "against the server's certificate")
+        return instance.tls_hint()
     return instance.start_hint()
 
 

@@ -165,8 +165,7 @@ def _unavailable(instance: SharedInstance, err: Exception) -> EngineUnavailable:
 def _connection_hint(instance: SharedInstance, cause: str) -> str:
     """What to do when the connect failed: the TLS settings for a TLS failure, else start the server."""
     if instance.tls is not None and ("SSL" in cause or "certificate" in cause):
-        return (f"check shared.{instance.name}.tls (caFile or caSecret, serverName, verify) in the stack config "
-                "against the server's certificate")
+        return instance.tls_hint()
     if instance.tls is None and ("Connection reset" in cause or "closed by server" in cause):
         return (f"{instance.start_hint()}; a server that takes TLS only closes plaintext connections: then give "
                 f"shared.{instance.name} a `tls:` block")

@@ -156,7 +156,7 @@ def reachable(instance: SharedInstance, engine: str) -> Iterator[None]:
     except transport_failures() as err:
         raise EngineUnavailable(
             "connect to", f"{engine} instance {instance.name!r} at {instance.address}", first_line(err),
-            tls_hint(instance) if instance.tls and tls_failure(err) else instance.start_hint(),
+            instance.tls_hint() if instance.tls and tls_failure(err) else instance.start_hint(),
         ) from err
 
 
@@ -172,6 +172,3 @@ def tls_failure(err: BaseException) -> bool:
     return False
 
 
-def tls_hint(instance: SharedInstance) -> str:
-    return (f"check shared.{instance.name}.tls in the stack config: caFile must hold the CA that signs the "
-            "server's certificate, which must name the host (or verify: false to skip the check)")
