@@ -13,7 +13,7 @@ import pulumi
 from pulumi.dynamic import Resource
 
 from components import templates
-from components.secret_store import SECRET_ID_SUFFIX, STORE_OUTPUT, declare_entries, served
+from components.secret_store import SECRET_ID_SUFFIX, STORE_OUTPUT, declare_entries, served, store_reach
 from components.models import ProjectFile, ResourceDecl, WorkspaceConfig, instance_name
 from components.validation import REF, REF_TARGET, ref_resource, resolve_source
 from providers import registry
@@ -96,7 +96,8 @@ class Project(pulumi.ComponentResource):
 
     def _reach(self, decl: ResourceDecl, provider: KindProvider, created: dict[str, Resource]) -> list[Any]:
         """The engine names of the project's resources on `decl`'s instance that its grants reach; for a kind
-        reaching several kinds, each as `<kind>:<engine name>`."""
+        reaching several kinds, each as `<kind>:<engine name>`, and the project's secret-store entries when the
+        instance serves the store (components.secret_store)."""
         several = not isinstance(provider.reach_kind, str)
         reached = []
         for kind in provider.reach_kind if several else (provider.reach_kind,):
@@ -104,7 +105,7 @@ class Project(pulumi.ComponentResource):
             names = [getattr(resource, attribute) for key, resource in created.items()
                      if key.split("/")[:2] == [decl.uses, kind]]
             reached += [pulumi.Output.concat(f"{kind}:", name) for name in names] if several else names
-        return reached
+        return reached + store_reach(self._ws, self._file.name, decl)
 
     def _dependencies(self, decl: ResourceDecl, provider: KindProvider, referenced: dict[str, tuple[str, Resource]],
                       created: dict[str, Resource]) -> list[Resource]:

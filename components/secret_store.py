@@ -23,6 +23,8 @@ from components.models import ProjectFile, ResourceDecl, WorkspaceConfig
 SECRET_ID_SUFFIX = "_SECRET_ID"
 #: The output beside a service's `env` mapping each variable served from the store to its entry.
 STORE_OUTPUT = "secretStore"
+#: The kind whose grants on the store's (localstack) instance read the project's entries.
+STORE_READER = "access_key"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,22 @@ def stored_attributes(engine: str, kind: str) -> tuple[str, ...]:
     return tuple(name for name in template.names() if template.is_secret(name))
 
 
+def reads_store(workspace: WorkspaceConfig, decl: ResourceDecl) -> bool:
+    """Whether `decl` is a project's access_key on the store's instance: the identity its services read their
+    entries with, so its own secret is never one of them (a service could not read it without it)."""
+    store = workspace.secret_store
+    return store is not None and decl.uses == store.instance and decl.kind == STORE_READER
+
+
+def store_reach(workspace: WorkspaceConfig, project: str, decl: ResourceDecl) -> list[str]:
+    """The reach entry of the project's own entries, for the access_key that reads them (`reads_store`)."""
+    if not reads_store(workspace, decl):
+        return []
+    from providers.localstack.policy import store_entry
+
+    return [store_entry(workspace.secret_store.kind, f"{workspace.store_prefix()}{project}/")]
+
+
 def entries(project: ProjectFile, workspace: WorkspaceConfig) -> list[Entry]:
     """The store entries of the project's declarations with `credentials: generated` (none without a store)."""
     prefix = workspace.store_prefix()
@@ -49,7 +67,7 @@ def entries(project: ProjectFile, workspace: WorkspaceConfig) -> list[Entry]:
 
     found = []
     for decl in project.resources:
-        if decl.credentials != "generated" or decl.uses not in workspace.shared:
+        if decl.credentials != "generated" or decl.uses not in workspace.shared or reads_store(workspace, decl):
             continue
         key = decl.key(project.name)
         found += [Entry(key, attribute, entry_name(prefix, project.name, key, attribute))
@@ -66,7 +84,8 @@ def entry_urns(workspace: WorkspaceConfig, resource_urn: str, project: str, decl
     """The URNs of `decl`'s entries, siblings of its resource's `resource_urn`: a targeted update of the
     resource names them too, so a project's first resource gets its entries in the same update."""
     store = workspace.secret_store
-    if store is None or decl.credentials != "generated" or decl.uses not in workspace.shared:
+    if store is None or decl.credentials != "generated" or decl.uses not in workspace.shared \
+            or reads_store(workspace, decl):
         return []
     parents, _ = resource_urn.split("$pulumi-python:dynamic/")
     key = decl.key(project)

@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from pulumi.dynamic import CheckFailure, CheckResult, ReadResult
+from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, ReadResult
 from pydantic import BaseModel, Field
 
 
 from providers.description import REACH
 from providers.errors import Conflict
 from providers.identity import Identity
-from providers.instances import SharedInstance
+from providers.instances import WORKSPACE_KEY, SharedInstance, parse_object
 from providers.lifecycle import is_stale
 from providers.localstack.client import ENGINE_NAME, GONE, account_id, emulator, ignoring, location, missing
 from providers.localstack.kind import AwsSpec
 from providers.localstack.names import iam_user_name
-from providers.localstack.policy import DATA_ACTIONS, REACHED_KINDS, key_policy, policy_reach, resource_arns
+from providers.localstack.policy import (DATA_ACTIONS, REACHED_KINDS, STORE, key_policy, policy_reach, resource_arns,
+                                         store_entry)
+from providers.localstack.stored_secret import default_prefix
 from providers.localstack.queue import _queue_url
 from providers.localstack.table import table_tags
 from providers.s3.bucket import bucket_tags
@@ -37,6 +39,17 @@ PREDICTABLE_REFUSED = ("the emulator draws an IAM access key's id and secret its
 
 def _canonical(document: Mapping[str, Any] | None) -> str:
     return json.dumps(document, sort_keys=True) if document else ""
+
+
+def store_from_config(config: Any) -> tuple[str, str, str] | None:
+    """(kind, instance, prefix) of the workspace's `secretStore` in the provider's config, None without one."""
+    workspace = parse_object(config.get(WORKSPACE_KEY)) or {}
+    store = workspace.get("secretStore") or {}
+    if not store.get("kind") or not store.get("instance"):
+        return None
+    kind = str(store["kind"])
+    prefix = store.get("prefix") or default_prefix(kind, str(workspace.get("name", "")))
+    return kind, str(store["instance"]).removeprefix("workspace.shared."), str(prefix)
 
 
 def resource_owner(instance: SharedInstance, kind: str, name: str) -> tuple[bool, str | None]:
@@ -71,9 +84,11 @@ class AccessKey(GuardedKind):
     """An IAM user whose one inline policy reaches exactly the project's resources on the instance.
 
     The program fills `reach` with them (`<kind>:<name>`, every bucket, queue, topic, stream and table the
-    project declares there); the policy lets the key use their data, not manage them. The emulator draws
-    the key pair, so only `credentials: generated` is possible; the secret is a secret output, kept across
-    updates until `rotation` or the credential policy changes. The marker is the user's tags. `read` reports
+    project declares there), and on the instance serving the workspace's secret store with the project's
+    entries there (`store:<kind>:<prefix><project>/`); the policy lets the key use their data, not manage
+    them, and read those entries. The emulator draws the key pair, so only `credentials: generated` is
+    possible; the secret is a secret output, kept across updates until `rotation` or the credential policy
+    changes. The marker is the user's tags. `read` reports
     out-of-band changes in `outOfBand` (policy edited or gone, other policies or groups, other keys, the
     stored key deleted, deactivated or its secret no longer working), which the next diff turns into an update.
     """
@@ -87,6 +102,12 @@ class AccessKey(GuardedKind):
     reach_kind = REACHED_KINDS
     attributes = ("host", "port", "region", "user", "accessKey", "secretKey")
     secret_outputs = ("secretKey",)
+    #: (kind, instance, prefix) of the workspace's secret store, from configure; None without one.
+    _store: tuple[str, str, str] | None = None
+
+    def configure(self, req: ConfigureRequest) -> None:
+        super().configure(req)
+        self._store = store_from_config(req.config)
 
     @classmethod
     def engine_name(cls, name: str, owner: str, *, naming: int) -> str:
@@ -167,17 +188,31 @@ class AccessKey(GuardedKind):
         foreign = self._foreign(instance, ident, reach)
         if foreign:
             entry, holder = foreign[0]
+            if entry.startswith(f"{STORE}:"):
+                raise Conflict("grant", f"access_key {ident}", f"{entry!r} is not the project's part of the "
+                               f"workspace's secret store ({self._own_store(ident) or 'none on this instance'})",
+                               "a key reads only its project's entries; nothing was changed")
             who = f"project {holder!r}" if holder else "something devstack does not manage"
             raise Conflict("grant", f"access_key {ident}", f"{entry.replace(':', ' ', 1)!r} belongs to {who}",
                            "a key reaches only its project's resources; nothing was changed")
         return reach
 
-    @staticmethod
-    def _foreign(instance: SharedInstance, ident: Identity, reach: Iterable[str]) -> list[tuple[str, str | None]]:
-        """(entry, the owner its marker names) of those of `reach` that exist without this project's marker."""
+    def _own_store(self, ident: Identity) -> str | None:
+        """The reach entry of the project's own secret-store entries, when this key's instance serves the store."""
+        if self._store is None or self._store[1] != ident.instance:
+            return None
+        kind, _, prefix = self._store
+        return store_entry(kind, f"{prefix}{ident.owner}/")
+
+    def _foreign(self, instance: SharedInstance, ident: Identity, reach: Iterable[str]) -> list[tuple[str, str | None]]:
+        """(entry, the owner its marker names) of those of `reach` that exist without this project's marker; a
+        store entry other than the project's own (`_own_store`) with no owner."""
         foreign = []
         for entry in reach:
             kind, _, name = entry.partition(":")
+            if kind == STORE:
+                foreign += [(entry, None)] if entry != self._own_store(ident) else []
+                continue
             exists, owner = resource_owner(instance, kind, name) if kind in DATA_ACTIONS else (True, None)
             if exists and owner != ident.owner:
                 foreign.append((entry, owner))
@@ -188,13 +223,15 @@ class AccessKey(GuardedKind):
 
     def _out_of_band(self, instance: SharedInstance, iam: BaseClient, ident: Identity, user: str) -> list[str]:
         """What differs from a key devstack made: its policy (rebuilt from the resources it names, which must
-        be the project's), other grants, other or inactive keys."""
+        be the project's; on the store's instance it must read the project's entries), other grants, other or
+        inactive keys."""
         document = ignoring(("NoSuchEntity",), lambda: iam.get_user_policy(UserName=user, PolicyName=POLICY_NAME))
         live = document["PolicyDocument"] if document else None
         live = json.loads(live) if isinstance(live, str) else live
-        reached = policy_reach(live)
+        reached, own_store = policy_reach(live), self._own_store(ident)
         drifted = []
-        if _canonical(live) != _canonical(self._expected(instance, reached)) or self._foreign(instance, ident, reached):
+        if _canonical(live) != _canonical(self._expected(instance, reached)) or self._foreign(instance, ident, reached) \
+                or (own_store and own_store not in reached):
             drifted.append("policy")
         inline = [name for name in iam.list_user_policies(UserName=user).get("PolicyNames", []) if name != POLICY_NAME]
         if inline or iam.list_attached_user_policies(UserName=user).get("AttachedPolicies") \
