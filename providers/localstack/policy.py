@@ -50,6 +50,8 @@ UNSCOPED_ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
 #: Per emulator, the services where a project's key reaches other projects' resources too (docs/engines.md);
 #: devstack doctor names them.
 UNISOLATED: dict[str, tuple[str, ...]] = {"moto": ("SNS", "Kinesis", "DynamoDB"), "localstack": ()}
+#: Likewise for the secret store's services: a key on the store's instance reads every project's entries.
+UNISOLATED_STORE: dict[str, tuple[str, ...]] = {"moto": ("Secrets Manager", "SSM"), "localstack": ()}
 _SERVICE_KINDS = {"s3": "bucket", "sqs": "queue", "sns": "topic", "kinesis": "stream", "dynamodb": "table"}
 _STORE_SERVICES = {"secretsmanager": "aws-sm", "ssm": "aws-ssm"}
 _STORE_SIDS = {"aws-sm": "ReadSecretsManager", "aws-ssm": "ReadParameterStore"}

@@ -10,7 +10,7 @@ from providers.engine import PROBE_TIMEOUT, Probed, Rejected
 from providers.errors import first_line
 from providers.instances import SharedInstance
 from providers.localstack.client import emulator, http_opener
-from providers.localstack.policy import UNISOLATED
+from providers.localstack.policy import UNISOLATED, UNISOLATED_STORE
 from providers.s3.client import aws_client, boto_errors, client_as, endpoint_of, http_status
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -32,7 +32,7 @@ def _isolation(instance: SharedInstance) -> tuple[str, ...]:
     try:
         client_as(instance, "sts", "devstack-doctor-unknown", "devstack-doctor-unknown").get_caller_identity()
     except boto_errors.ClientError:
-        unisolated = UNISOLATED.get(emulator(instance), ())
+        unisolated = UNISOLATED.get(emulator(instance), ()) + UNISOLATED_STORE.get(emulator(instance), ())
         return (f"per-project isolation is not enforced by the emulator for {', '.join(unisolated)}: it checks "
                 f"their actions, not which resource, so a project's access_key reaches other projects' resources "
                 f"there (S3 and SQS are enforced; docs/engines.md)",) if unisolated else ()

@@ -153,11 +153,13 @@ def test_moto_refuses_a_wrong_admin_secret(admin, root):
 
 
 def test_moto_names_the_services_it_does_not_isolate(admin, root):
-    """From the measurement in docs/engines.md: SNS, Kinesis and DynamoDB are checked by action alone."""
+    """From the measurements in docs/engines.md: SNS, Kinesis, DynamoDB and the secret store's services are
+    checked by action alone."""
     config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"])
     health = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == "localstack")
     assert health.ok and health.version.startswith("moto")
-    assert health.notes == [f"per-project isolation is not enforced by the emulator for SNS, Kinesis, DynamoDB: it "
+    assert health.notes == [f"per-project isolation is not enforced by the emulator for SNS, Kinesis, DynamoDB, "
+                            f"Secrets Manager, SSM: it "
                             f"checks their actions, not which resource, so a project's access_key reaches other "
                             f"projects' resources there (S3 and SQS are enforced; docs/engines.md)"]
 
