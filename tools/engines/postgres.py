@@ -1,5 +1,9 @@
 """The postgres engine: Debian's PostgreSQL 15 on 127.0.0.1:25432.
 
+DEVSTACK_POSTGRES_BIN names another install's bin dir (the tests run a PostgreSQL 16 from the
+`pgserver` wheel beside it); its lib and share dirs sit next to it, and the server's OS user must be
+able to run it.
+
 initdb and the server refuse to run as root, so when we are root both run as
 the `postgres` OS user, with the data and socket dirs owned by it. Auth:
 - host (TCP) connections: scram-sha-256 only;
@@ -33,7 +37,8 @@ from psycopg import sql
 from tools.engines.base import HOST, Credential, Engine, base_environment, write_private
 from tools.engines.ports import PORTS
 
-BIN = Path("/usr/lib/postgresql/15/bin")
+#: Debian's PostgreSQL 15, unless DEVSTACK_POSTGRES_BIN names another install's bin dir.
+BIN = Path(os.environ.get("DEVSTACK_POSTGRES_BIN") or "/usr/lib/postgresql/15/bin")
 #: The server's copies of the TLS files, in its data dir.
 TLS_COPIES = {"cert": "server.crt", "key": "server.key", "ca": "root.crt"}
 SUPERUSER = "postgres"  # bootstrap superuser: socket-only, no password
@@ -76,7 +81,9 @@ class Postgres(Engine):
         """initdb on first start; (re)write the auth files on every cold start."""
         self.require(credential)
         if not (BIN / "postgres").exists():
-            raise self.error("start", f"PostgreSQL 15 is not installed at {BIN}; run tools/engines/install.sh")
+            fix = ("set DEVSTACK_POSTGRES_BIN to a PostgreSQL bin dir" if "DEVSTACK_POSTGRES_BIN" in os.environ
+                   else "run scripts/setup")
+            raise self.error("start", f"no PostgreSQL server binary at {BIN / 'postgres'} ({fix})")
         for path in (self.data_dir, self.socket_dir):
             path.mkdir(mode=0o700, exist_ok=True)
             self._chown(path)
