@@ -123,6 +123,13 @@ def _address_of(host: str) -> str:
     return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
 
 
+def refusal(err: BaseException) -> str:
+    """A server's refusal as one line: its message, and its DETAIL when it gives one (from 16 on PostgreSQL
+    says there, not in the message, which attribute or option a privilege needs)."""
+    detail = getattr(getattr(err, "diag", None), "message_detail", None)
+    return f"{first_line(err)}: {detail[:1].lower()}{detail[1:].rstrip('.')}" if detail else first_line(err)
+
+
 def connection_hint(instance: SharedInstance, err: BaseException) -> str:
     """What to do when a connect failed: the TLS settings for a TLS failure, else start the server."""
     text = str(err)

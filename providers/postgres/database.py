@@ -23,8 +23,8 @@ from providers.instances import SharedInstance
 from providers.markers import Observed, marker_field, marker_owner, ownership_marker
 from providers.postgres import roles
 from providers.postgres.client import (
-    ENGINE_NAME, FEATURES, INT4_MAX, admin_connection, ddl_lock, is_superuser, password_works, psycopg, server_major,
-    sql,
+    ENGINE_NAME, FEATURES, INT4_MAX, admin_connection, ddl_lock, is_superuser, password_works, psycopg, refusal,
+    server_major, sql,
 )
 from providers.postgres.extensions import (
     EXTENSIONS_FIX, check_extensions, create_extensions, drop_extensions, extension_problems, managed_extensions,
@@ -303,7 +303,7 @@ class Database(KindProvider):
             try:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)) + force)
             except psycopg.errors.InsufficientPrivilege as err:  # a session an admin that is not a superuser may not end
-                raise Conflict("drop", f"database {ident}", f"{first_line(err)}: a session there is not one the admin "
+                raise Conflict("drop", f"database {ident}", f"{refusal(err)}: a session there is not one the admin "
                                f"{conn.info.user!r} may end", "end it (pg_stat_activity names it), or GRANT "
                                f"pg_signal_backend TO {conn.info.user} (any but a superuser's), then run it again; the "
                                "database refuses new sessions meanwhile") from None

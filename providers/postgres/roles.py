@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from providers.base import KindProvider
-from providers.errors import Conflict, NotFound, Unsupported, first_line
+from providers.errors import Conflict, NotFound, Unsupported
 from providers.identity import Identity
 from providers.instances import SharedInstance
 from providers.markers import Observed, marker_field, marker_owner, ownership_marker
 from providers.postgres.client import (
-    ENGINE_NAME, FEATURES, TENANT_LOCK_WAIT, admin_connection, ddl_lock, is_superuser, psycopg, server_major, sql,
-    tenant_database,
+    ENGINE_NAME, FEATURES, TENANT_LOCK_WAIT, admin_connection, ddl_lock, is_superuser, psycopg, refusal, server_major,
+    sql, tenant_database,
 )
 from providers.postgres.names import namespaced_role, tenant_role
 
@@ -198,21 +198,24 @@ def acting_as(conn: psycopg.Connection, *names: str | None) -> Iterator[None]:
         return
     modern = FEATURES["role_grant_options"](server_major(conn))
     options = sql.SQL(" WITH INHERIT TRUE, SET TRUE" if modern else "")
+    wanted = [name for name in dict.fromkeys(names) if name]
     granted: list[str] = []
+    refused = None  # the role whose GRANT the server refused, if that is what failed
     try:
-        for (name,) in conn.execute(_NOT_ACTING_AS.format(may_set="SET" if modern else "MEMBER"),
-                                    ([name for name in dict.fromkeys(names) if name],)).fetchall():
+        for (name,) in conn.execute(_NOT_ACTING_AS.format(may_set="SET" if modern else "MEMBER"), (wanted,)).fetchall():
+            refused = name
             conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)) + options)
             granted.append(name)
+        refused = None
         yield
     except psycopg.errors.InsufficientPrivilege as err:
         _stop_acting_as(conn, granted, quietly=True)
-        acting = ", ".join(repr(name) for name in names if name)
+        acting = ", ".join(repr(name) for name in ([refused] if refused else wanted))
         raise Unsupported("act as", f"role {acting}", f"PostgreSQL refused the admin {conn.info.user!r}, which is not "
-                          f"a superuser: {first_line(err)}",
+                          f"a superuser: {refusal(err)}",
                           "on PostgreSQL 16 and later a CREATEROLE admin needs ADMIN OPTION on a role another admin "
-                          f"made (as that admin: GRANT <role> TO {conn.info.user} WITH ADMIN OPTION); or give "
-                          "shared.<instance>.adminUser SUPERUSER") from err
+                          f"made (as that admin: GRANT {refused or '<role>'} TO {conn.info.user} WITH ADMIN OPTION); "
+                          "or give shared.<instance>.adminUser SUPERUSER") from err
     except BaseException:
         _stop_acting_as(conn, granted, quietly=True)
         raise

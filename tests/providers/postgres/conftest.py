@@ -1,4 +1,5 @@
-"""Fixtures of the postgres provider tests: an admin session, and configured kinds whose leftovers are dropped."""
+"""Fixtures of the postgres provider tests: an admin session, configured kinds whose leftovers are dropped, and
+a PostgreSQL 16 beside the local 15."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from psycopg import sql
 from providers.postgres.database import Database
 from providers.postgres.role import Role
 from providers.postgres.user import User
+from tests.providers.postgres import pg16
 from tests.providers.postgres.helpers import PG
+
+
+@pytest.fixture(scope="session")
+def postgres16(admin):
+    """The address of a local PostgreSQL 16 with the local engine's admin, started on first use (pg16.py),
+    stopped when the session ends."""
+    pg16.start(admin["postgres"].user, admin["postgres"].password)
+    yield pg16.ADDRESS
+    pg16.stop()
 
 
 @pytest.fixture

@@ -13,7 +13,9 @@ PG = {"host": "127.0.0.1", "port": PORTS["postgres"]}
 
 
 def connect(outs: dict, dbname: str | None = None) -> psycopg.Connection:
-    return psycopg.connect(**PG, user=outs["user"], password=outs["password"],
+    """A session of the project's user on the server its outputs name (the local one if they name none)."""
+    return psycopg.connect(host=outs.get("host", PG["host"]), port=outs.get("port", PG["port"]),
+                           user=outs["user"], password=outs["password"],
                            dbname=dbname or outs["database"], connect_timeout=5, autocommit=True)
 
 

@@ -1,6 +1,7 @@
 """An admin with CREATEDB and CREATEROLE but not SUPERUSER, as RDS, Cloud SQL and Azure give, on the real
-local server: each kind's create, read, update (a rotation), delete and isolation, the admin a member of a
-project's role only while it acts as it, and what `devstack doctor` says of it."""
+local servers, PostgreSQL 15 and 16 (16 changed what CREATEROLE may do): each kind's create, read, update (a
+rotation), delete and isolation, the admin a member of a project's role only while it acts as it, and what
+`devstack doctor` says of it."""
 
 from __future__ import annotations
 
@@ -23,13 +24,27 @@ from tests.providers.conftest import props
 from tests.providers.postgres.helpers import PG, connect, role_facts
 
 
+@pytest.fixture(scope="module", params=["pg15", "pg16"])
+def server(request) -> dict:
+    """The address of each server the tests run on: the local engine (15), then a PostgreSQL 16."""
+    return PG if request.param == "pg15" else request.getfixturevalue("postgres16")
+
+
+@pytest.fixture
+def admin_conn(admin, server):
+    """The superuser admin's session on the server under test (the `cleanup` fixture's too)."""
+    with psycopg.connect(**server, user=admin["postgres"].user, password=admin["postgres"].password,
+                         dbname="postgres", autocommit=True) as conn:
+        yield conn
+
+
 @pytest.fixture(scope="module")
-def limited(admin):
+def limited(admin, server):
     """(name, password) of a role `devstack_limited_<hex>` WITH LOGIN CREATEDB CREATEROLE and no SUPERUSER, let
     into `postgres` as a managed server lets its admin (the local engine closes it to all but superusers);
     dropped after the module with whatever grants it still holds."""
     name, password = f"devstack_limited_{secrets.token_hex(4)}", secrets.token_urlsafe(18)
-    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password, dbname="postgres",
+    with psycopg.connect(**server, user=admin["postgres"].user, password=admin["postgres"].password, dbname="postgres",
                          autocommit=True) as conn:
         role = sql.Identifier(name)
         conn.execute(sql.SQL("CREATE ROLE {} WITH LOGIN CREATEDB CREATEROLE NOSUPERUSER PASSWORD {}")
@@ -42,9 +57,9 @@ def limited(admin):
             conn.execute(sql.SQL("DROP ROLE {}").format(role))
 
 
-def as_admin(kind, user: str, password: str):
-    """`kind` configured with instance `pg` (the local server) whose admin is `user`."""
-    shared = {"pg": {"engine": "postgres", **PG, "adminUser": user, "adminSecret": "pgLimitedAdmin"}}
+def as_admin(kind, server: dict, user: str, password: str):
+    """`kind` configured with instance `pg` (the server at `server`) whose admin is `user`."""
+    shared = {"pg": {"engine": "postgres", **server, "adminUser": user, "adminSecret": "pgLimitedAdmin"}}
     return configured(kind, {"shared": shared}, {"postgres": password})
 
 
@@ -61,8 +76,8 @@ def refused(outs: dict, dbname: str | None = None) -> str:
     return str(err.value)
 
 
-def test_a_database_lives_and_dies_under_a_limited_admin(limited, owner, cleanup, admin_conn):
-    database = as_admin(Database(), *limited)
+def test_a_database_lives_and_dies_under_a_limited_admin(server, limited, owner, cleanup, admin_conn):
+    database = as_admin(Database(), server, *limited)
     inputs = database.check({}, props("postgres", "pg", "database", owner, owner)).inputs
     outs = database.create(inputs).outs
     assert database.create(inputs).outs["password"] == outs["password"]  # run twice: adopted
@@ -104,8 +119,8 @@ def test_a_database_lives_and_dies_under_a_limited_admin(limited, owner, cleanup
     assert acted_as(admin_conn, limited[0], owner) == []
 
 
-def test_roles_and_users_live_and_die_under_a_limited_admin(limited, owner, cleanup, admin_conn):
-    database, role, user = (as_admin(kind, *limited) for kind in (Database(), Role(), User()))
+def test_roles_and_users_live_and_die_under_a_limited_admin(server, limited, owner, cleanup, admin_conn):
+    database, role, user = (as_admin(kind, server, *limited) for kind in (Database(), Role(), User()))
     db = database.create(props("postgres", "pg", "database", owner, owner)).outs
     readers = role.create(role.check({}, props("postgres", "pg", "role", "readers", owner)).inputs).outs
     inputs = user.check({}, props("postgres", "pg", "user", "app", owner, {"role": "readers"})).inputs
@@ -141,13 +156,13 @@ def test_roles_and_users_live_and_die_under_a_limited_admin(limited, owner, clea
     assert acted_as(admin_conn, limited[0], owner) == []
 
 
-def test_a_purge_stops_at_a_session_it_may_not_end_and_says_so(limited, owner, cleanup, admin, admin_conn):
+def test_a_purge_stops_at_a_session_it_may_not_end_and_says_so(server, limited, owner, cleanup, admin, admin_conn):
     """A superuser's session in the database: a CREATEDB CREATEROLE admin may not end it, so DROP DATABASE
     WITH (FORCE) refuses; a Conflict says how to go on, and the next purge, the session gone, drops it."""
-    database = as_admin(Database(), *limited)
+    database = as_admin(Database(), server, *limited)
     outs = database.create(props("postgres", "pg", "database", owner, owner)).outs
-    with psycopg.connect(**PG, user=admin["postgres"].user, password=admin["postgres"].password, dbname=owner):
-        with pytest.raises(Conflict, match=rf"cannot drop database postgres/pg/database/{owner}@{owner}: .*superuser.*: a session there is "
+    with psycopg.connect(**server, user=admin["postgres"].user, password=admin["postgres"].password, dbname=owner):
+        with pytest.raises(Conflict, match=rf"cannot drop database postgres/pg/database/{owner}@{owner}: .*(?i:superuser).*: a session there is "
                                            rf"not one the admin '{limited[0]}' may end \(end it .*GRANT pg_signal_backend "
                                            rf"TO {limited[0]}"):
             database.delete("id", {**outs, "purge": True})
@@ -157,10 +172,10 @@ def test_a_purge_stops_at_a_session_it_may_not_end_and_says_so(limited, owner, c
     assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (owner,)).fetchone() is None
 
 
-def test_a_power_only_a_superuser_takes_back_is_named_with_its_fix(limited, owner, cleanup, admin_conn):
+def test_a_power_only_a_superuser_takes_back_is_named_with_its_fix(server, limited, owner, cleanup, admin_conn):
     """REPLICATION given to a project's role outside devstack: a limited admin may not take it back (nor even
     name it in ALTER ROLE), and says who may."""
-    role = as_admin(Role(), *limited)
+    role = as_admin(Role(), server, *limited)
     outs = role.create(props("postgres", "pg", "role", "readers", owner)).outs
     admin_conn.execute(sql.SQL("ALTER ROLE {} REPLICATION").format(sql.Identifier(outs["role"])))
     assert role.read("id", outs).outs["isolated"] is False
@@ -170,7 +185,7 @@ def test_a_power_only_a_superuser_takes_back_is_named_with_its_fix(limited, owne
     assert acted_as(admin_conn, limited[0], owner) == []
 
 
-def test_an_admin_without_createrole_is_refused_before_anything_is_made(owner, admin_conn):
+def test_an_admin_without_createrole_is_refused_before_anything_is_made(server, owner, admin_conn):
     """CREATEDB alone falls short part-way through an up: said at once, by the provider and by the doctor."""
     from devstack import doctor
 
@@ -181,9 +196,9 @@ def test_an_admin_without_createrole_is_refused_before_anything_is_made(owner, a
     try:
         with pytest.raises(Unsupported, match=f"its admin role '{manager}' is neither a superuser nor has CREATEDB and "
                                               f"CREATEROLE.*ALTER ROLE {manager} CREATEDB CREATEROLE"):
-            as_admin(Database(), manager, password).create(props("postgres", "pg", "database", owner, owner))
+            as_admin(Database(), server, manager, password).create(props("postgres", "pg", "database", owner, owner))
         assert admin_conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (owner,)).fetchone() == (0,)
-        health = doctor.check_instance(instance(manager, password), ["database"], local_port=None)
+        health = doctor.check_instance(instance(server, manager, password), ["database"], local_port=None)
         assert (health.ok, health.admin) == (False, False) and "neither a superuser" in health.problem
         assert "CREATEDB CREATEROLE" in health.fix
     finally:
@@ -192,20 +207,68 @@ def test_an_admin_without_createrole_is_refused_before_anything_is_made(owner, a
             admin_conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
-def instance(user: str, password: str) -> SharedInstance:
+def instance(server: dict, user: str, password: str) -> SharedInstance:
     return SharedInstance(name="pg", engine="postgres", adminUser=user, adminSecret="pgAdmin",
-                          admin_password=SecretStr(password), **PG)
+                          admin_password=SecretStr(password), **server)
 
 
-def test_the_doctor_says_which_mode_an_admin_is_in_and_what_it_cannot_do(limited, admin):
+def test_the_doctor_says_which_mode_an_admin_is_in_and_what_it_cannot_do(server, limited, admin):
     from devstack import doctor
 
-    health = doctor.check_instance(instance(*limited), ["database", "role", "user"], local_port=None)
+    health = doctor.check_instance(instance(server, *limited), ["database", "role", "user"], local_port=None)
     assert (health.ok, health.admin_mode) == (True, LIMITED_MODE), health
     [note] = [note for note in health.notes if note.startswith(f"admin mode {LIMITED_MODE}")]
     assert "cannot: take back SUPERUSER, REPLICATION or BYPASSRLS" in note
     assert f"GRANT pg_signal_backend TO {limited[0]}" in note  # it has no pg_signal_backend
     assert health.to_json()["adminMode"] == LIMITED_MODE
-    full = doctor.check_instance(instance(admin["postgres"].user, admin["postgres"].password), ["database"],
+    assert ("alter or drop a role another admin made" in note) == (major(server, admin) >= 16)
+    full = doctor.check_instance(instance(server, admin["postgres"].user, admin["postgres"].password), ["database"],
                                  local_port=None)
     assert (full.ok, full.admin_mode, full.notes) == (True, SUPERUSER_MODE, [])
+
+
+def test_a_project_another_admin_made_is_the_limited_admins_on_16_only_with_admin_option(
+        server, limited, owner, cleanup, admin, admin_conn):
+    """A project the superuser admin made: a CREATEROLE admin may act as its role on 15; on 16 only once granted
+    ADMIN OPTION on it, and until then its purge says so and drops nothing."""
+    made = as_admin(Database(), server, admin["postgres"].user, admin["postgres"].password).create(
+        props("postgres", "pg", "database", owner, owner)).outs
+    database = as_admin(Database(), server, *limited)
+    if admin_conn.info.server_version >= 160000:
+        with pytest.raises(Unsupported, match=rf"cannot act as role '{owner}': .*: only roles with the ADMIN option on "
+                                              rf"role \"{owner}\" may grant this role \(.*GRANT {owner} TO {limited[0]} "
+                                              "WITH ADMIN OPTION"):
+            database.delete("id", {**made, "purge": True})
+        assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (owner,)).fetchone() == (1,)
+        admin_conn.execute(sql.SQL("GRANT {} TO {} WITH ADMIN OPTION").format(*map(sql.Identifier, (owner, limited[0]))))
+    database.delete("id", {**made, "purge": True})
+    for gone in ("SELECT 1 FROM pg_database WHERE datname = %s", "SELECT 1 FROM pg_roles WHERE rolname = %s"):
+        assert admin_conn.execute(gone, (owner,)).fetchone() is None
+
+
+def major(server: dict, admin) -> int:
+    with psycopg.connect(**server, user=admin["postgres"].user, password=admin["postgres"].password,
+                         dbname="postgres") as conn:
+        return conn.info.server_version // 10000
+
+
+def test_a_noinherit_admin_is_unfit_before_16_and_acts_as_a_project_from_16_on(server, owner, cleanup, admin_conn):
+    """Before 16 a membership gives a NOINHERIT role no privileges; from 16 on devstack grants its own WITH
+    INHERIT TRUE, so such an admin makes and drops a project's database."""
+    from devstack import doctor
+
+    manager, password = f"{owner}_mgr", secrets.token_urlsafe(12)
+    admin_conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOINHERIT CREATEDB CREATEROLE PASSWORD {}").format(
+        sql.Identifier(manager), sql.Literal(password)))
+    admin_conn.execute(sql.SQL("GRANT CONNECT ON DATABASE postgres TO {}").format(sql.Identifier(manager)))
+    health = doctor.check_instance(instance(server, manager, password), ["database"], local_port=None)
+    if admin_conn.info.server_version < 160000:
+        assert (health.ok, health.fix) == (False, f"ALTER ROLE {manager} INHERIT") and "NOINHERIT" in health.problem
+        return
+    assert (health.ok, health.admin_mode) == (True, LIMITED_MODE), health
+    database = as_admin(Database(), server, manager, password)
+    outs = database.create(props("postgres", "pg", "database", f"{owner}db", f"{owner}db")).outs
+    with connect(outs) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (f"{owner}db",)
+    database.delete("id", {**outs, "purge": True})
+    assert admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (f"{owner}db",)).fetchone() is None
