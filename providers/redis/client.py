@@ -80,46 +80,31 @@ def admin_fix(user: str) -> str:
             "renamed nor disabled")
 
 
-def tls_options(instance: SharedInstance) -> dict[str, Any]:
-    """redis-py's TLS options for `instance` (none for plaintext): the CA (or the system's store), the
-    verify flag, the client certificate."""
-    tls = instance.tls
-    if tls is None:
-        return {}
-    cert = tls.client_cert() or (None, None)
-    return {"ssl": True, "ssl_ca_certs": tls.ca_path(), "ssl_cert_reqs": "required" if tls.verify else "none",
-            "ssl_check_hostname": tls.verify, "ssl_certfile": cert[0], "ssl_keyfile": cert[1]}
-
-
 def connect(instance: SharedInstance, **options: Any) -> redis_py.Redis:
     """A client of `instance` (not connected yet) with `options`, over TLS as the instance says."""
-    client = redis_py.Redis(host=instance.host, port=instance.port, **options, **tls_options(instance))
-    tls = instance.tls
-    if tls is not None and tls.server_name and tls.server_name != instance.host:
-        # redis-py checks the certificate against the host it connects to and takes no other name.
-        client.connection_pool.connection_class = _named_connection()
-        client.connection_pool.connection_kwargs["server_name"] = tls.server_name
+    client = redis_py.Redis(host=instance.host, port=instance.port, **options, ssl=instance.tls is not None)
+    if instance.tls is not None:
+        client.connection_pool.connection_class = _tls_connection()
+        client.connection_pool.connection_kwargs.update(ssl_context=instance.tls.ssl_context(),
+                                                        server_name=instance.tls.server_name_for(instance.host))
     return client
 
 
 @lru_cache(maxsize=None)
-def _named_connection() -> type:
-    """redis-py's SSLConnection, its certificate checked against `server_name` (made on first use: redis-py is
-    imported on the first engine call)."""
+def _tls_connection() -> type:
+    """redis-py's SSLConnection on the instance's one SSLContext, checking the certificate against its server
+    name: redis-py makes a context per connection (reading the system's CA bundle each time, ~15 ms) and
+    checks the host it connects to only. Made on first use: redis-py is imported on the first engine call."""
 
-    class NamedSSLConnection(redis_py.SSLConnection):
-        def __init__(self, server_name: str, **kwargs: Any) -> None:
+    class TlsConnection(redis_py.SSLConnection):
+        def __init__(self, ssl_context: Any, server_name: str, **kwargs: Any) -> None:
             super().__init__(**kwargs)
-            self.server_name = server_name
+            self.ssl_context, self.server_name = ssl_context, server_name
 
         def _wrap_socket_with_ssl(self, sock: Any) -> Any:
-            host, self.host = self.host, self.server_name
-            try:
-                return super()._wrap_socket_with_ssl(sock)
-            finally:
-                self.host = host
+            return self.ssl_context.wrap_socket(sock, server_hostname=self.server_name)
 
-    return NamedSSLConnection
+    return TlsConnection
 
 
 @contextmanager
