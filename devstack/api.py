@@ -42,6 +42,7 @@ from devstack.state import REDACTED, tracked_resources
 from devstack.workspace import Workspace as Declared
 from providers import registry
 from providers.identity import Identity
+from providers.lifecycle import LAST_SEEN, is_stale
 from tools.pulumi_env import ROOT
 
 log = logging.getLogger("devstack")
@@ -383,11 +384,15 @@ class Workspace:
         if last_up_failed(self.stack):
             yield ("warning: the last `pulumi up` failed, and Pulumi keeps the stack outputs of the last one that "
                    "finished: values changed since (a rotated password, say) may be old here; run `pulumi up`")
-        stale = [str(t.ident) for t in tracked_resources(self.stack)
-                 if t.ident.owner == project and t.props.get("passwordInSync") is False]
+        tracked = [t for t in tracked_resources(self.stack) if t.ident.owner == project]
+        stale = [str(t.ident) for t in tracked if t.props.get("passwordInSync") is False]
         if stale:
             yield (f"warning: a refresh found that the password of {', '.join(stale)} no longer works (changed "
                    f"behind Pulumi's back): values built on it fail until `pulumi up` sets it again")
+        gone = [f"{t.ident} (last seen {t.props.get(LAST_SEEN) or 'never'})" for t in tracked if is_stale(t.props)]
+        if gone:
+            yield (f"warning: a refresh did not find {', '.join(gone)} in its engine: values of it may not work "
+                   f"until `pulumi up` makes it again")
 
     # --- the imperative verbs
 

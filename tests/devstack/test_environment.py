@@ -3,6 +3,8 @@ may be stale or not known yet."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from psycopg import sql
 
@@ -51,6 +53,16 @@ def test_env_warns_while_a_refresh_found_a_password_changed_behind_pulumis_back(
     assert stale.returncode == 0
     assert f"the password of postgres/pg/database/{a}@{a} no longer works" in stale.stderr, stale.stderr
     stack.up()  # sets it again
+    assert "warning" not in sandbox.cli("env", a, "api", "-w", "drift").stderr
+    # Dropped behind Pulumi's back: the refresh keeps the entry as stale, and env says so.
+    with pg(admin) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(a.replace("-", "_"))))
+    stack.refresh()
+    gone = sandbox.cli("env", a, "api", "-w", "drift")
+    assert gone.returncode == 0
+    assert re.search(rf"a refresh did not find postgres/pg/database/{a}@{a} \(last seen \d{{4}}-", gone.stderr), \
+        gone.stderr
+    stack.up()  # makes it again
     assert "warning" not in sandbox.cli("env", a, "api", "-w", "drift").stderr
     stack.destroy()
 
