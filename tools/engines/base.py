@@ -101,12 +101,14 @@ class EngineStatus:
     address: str
     pid: int | None
     data_dir: Path
+    tls: bool = False
 
     def line(self) -> str:
-        """One human-readable line: name, state, address, pid, data dir."""
+        """One human-readable line: name, state, address (and `tls` when it serves TLS), pid, data dir."""
         state = "running" if self.healthy else "unhealthy" if self.running else "stopped"
         pid = str(self.pid) if self.running else "-"
-        return f"{self.name:<10} {state:<9} {self.address:<15} pid {pid:<7} {self.data_dir}"
+        address = f"{self.address} tls" if self.tls and self.running else self.address
+        return f"{self.name:<10} {state:<9} {address:<15} pid {pid:<7} {self.data_dir}"
 
 
 class Engine:
@@ -208,7 +210,7 @@ class Engine:
     def status(self) -> EngineStatus:
         pid = self.running_pid()
         healthy = pid is not None and self.healthy()
-        return EngineStatus(self.name, pid is not None, healthy, self.address, pid, self.data_dir)
+        return EngineStatus(self.name, pid is not None, healthy, self.address, pid, self.data_dir, self.tls is not None)
 
     def reset(self) -> str:
         """Delete this engine's data (`reset_paths`, nothing else); refuses while the engine runs."""

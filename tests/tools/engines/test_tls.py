@@ -55,3 +55,13 @@ def test_tls_goes_with_start_only():
     result = subprocess.run([sys.executable, "-m", "tools.engines", "status", "--tls"], cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--tls goes with start" in result.stderr
+
+
+def test_status_says_which_engines_serve_tls(tmp_path):
+    from tools.engines.base import EngineStatus
+
+    plain = EngineStatus("redis", True, True, "127.0.0.1:26379", 7, tmp_path)
+    secure = EngineStatus("redis", True, True, "127.0.0.1:26379", 7, tmp_path, tls=True)
+    assert "127.0.0.1:26379 " in plain.line() and " tls" not in plain.line()
+    assert "127.0.0.1:26379 tls" in secure.line()
+    assert " tls" not in EngineStatus("redis", False, False, "127.0.0.1:26379", None, tmp_path, tls=True).line()
