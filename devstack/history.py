@@ -8,7 +8,8 @@ checkpoints are the backend's private layout (files, or rows of
 keeps one small document per stack: a file beside the file backend's
 `.pulumi` (written atomically under an flock), a row of `devstack_ledger` in
 a `postgres://` backend's database (written under a transaction advisory
-lock). Both run the same rules below.
+lock), an object beside an `s3://` backend's `.pulumi` (written under a lock
+object, both by S3 conditional writes). All run the same rules below.
 
 The document holds `known` (each entry of the state as last synced, secrets
 redacted), `records` (the ledger's own lifecycle decisions: a tombstone is
@@ -31,8 +32,10 @@ import copy
 import fcntl
 import json
 import os
+import socket
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -43,6 +46,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pulumi import automation as auto
 
 from devstack.errors import AlreadyExists, EngineError, InvalidQuery, InvalidTransition, NotFound, StaleObservation
+from devstack.locks import S3Bucket
 from devstack.stack import PROGRAM_PROJECT, file_backend_root, hide_passwords, short_name
 from devstack.state import ACTIVE, DELETED, REDACTED, STALE, Tracked, parse_time, read_state
 
@@ -86,7 +90,7 @@ class Store:
 
 
 class NoStore(Store):
-    """A backend without a history store (s3://...): nothing is kept, nothing is derived beyond the state."""
+    """A backend without a history store (gs://, azblob://, ...): nothing is kept, nothing is derived beyond the state."""
 
     def __init__(self, url: str) -> None:
         self.where = f"no history store on {hide_passwords(url)}"
@@ -182,6 +186,96 @@ class PostgresStore(Store):
                          "SET doc = EXCLUDED.doc, updated_at = now()", (self.key, Jsonb(doc)))
 
 
+#: How long an s3:// writer waits for another's lock object, and the age past which one is a dead writer's.
+S3_LOCK_WAIT, S3_LOCK_LEASE = 60.0, 120.0
+
+
+class S3Store(Store):
+    """`<bucket>/<prefix>/.devstack-ledger/<project>/<stack>.json` in the s3:// backend's bucket.
+
+    A write holds `<stack>.json.lock`, created only if absent (If-None-Match: *), polled a bounded time
+    while another machine holds it and taken over past its lease (its writer died); the document is then
+    written only if unchanged since read (If-Match on its ETag, If-None-Match: * for the first), so a
+    writer whose lease was taken over fails rather than lose the other's edit."""
+
+    def __init__(self, url: str, env: Mapping[str, str], stack: str) -> None:
+        self.bucket = S3Bucket.of(url, env)
+        self.key = f"{self.bucket.prefix}.devstack-ledger/{PROGRAM_PROJECT}/{stack}.json"
+        self.where = f"s3://{self.bucket.bucket}/{self.key}"
+
+    def _read(self) -> tuple[dict[str, Any], str | None]:
+        from botocore.exceptions import ClientError
+
+        try:
+            got = self.bucket.call("read", f"the ledger history {self.where}", "get_object", Key=self.key)
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "NoSuchKey":
+                return empty(), None
+            raise
+        try:
+            return json.loads(got["Body"].read()), got["ETag"]
+        except ValueError as err:
+            raise EngineError("read", f"the ledger history {self.where}", str(err), "restore the object from a "
+                              "backup, or remove it (tombstones and events are lost)") from err
+
+    def load(self) -> dict[str, Any]:
+        return self._read()[0]
+
+    @contextmanager
+    def writing(self) -> Iterator[dict[str, Any]]:
+        from botocore.exceptions import ClientError
+
+        lock = self._lock()
+        try:
+            doc, etag = self._read()
+            yield doc
+            condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+            try:
+                self.bucket.call("write", f"the ledger history {self.where}", "put_object", Key=self.key,
+                                 Body=json.dumps(doc, separators=(",", ":")).encode(), **condition)
+            except ClientError as err:
+                raise EngineError("write", f"the ledger history {self.where}", "another writer changed it while "
+                                  "this one held its lock past the lease", "nothing was written; run it again") from err
+        finally:
+            self._unlock(lock)
+
+    def _unlock(self, etag: str) -> None:
+        """Remove the lock object if it is still this writer's (not one that took it over past the lease)."""
+        from botocore.exceptions import ClientError
+
+        key, what = f"{self.key}.lock", f"the lock of {self.where}"
+        try:
+            if self.bucket.call("read", what, "head_object", Key=key)["ETag"] == etag:
+                self.bucket.call("release", what, "delete_object", Key=key)
+        except ClientError:
+            pass  # gone already
+
+    def _lock(self) -> str:
+        """Create the lock object (bounded retry while another writer holds it); its ETag."""
+        from botocore.exceptions import ClientError
+
+        key, what = f"{self.key}.lock", f"the lock of {self.where}"
+        mine = json.dumps({"pid": os.getpid(), "hostname": socket.gethostname(), "at": iso(now())}).encode()
+        deadline = time.monotonic() + S3_LOCK_WAIT
+        while True:
+            try:
+                return self.bucket.call("take", what, "put_object", Key=key, Body=mine, IfNoneMatch="*")["ETag"]
+            except ClientError:
+                pass  # held: another writer's (or one writing it this moment)
+            try:
+                held = self.bucket.call("read", what, "head_object", Key=key)
+                if now() - held["LastModified"] > timedelta(seconds=S3_LOCK_LEASE):
+                    self.bucket.call("remove", what, "delete_object", Key=key)  # a dead writer's
+                    continue
+            except ClientError:
+                continue  # released meanwhile
+            if time.monotonic() > deadline:
+                raise EngineError("write", f"the ledger history {self.where}", f"its lock {key} stayed held for "
+                                  f"{S3_LOCK_WAIT:.0f}s", "run it again; a lock older than "
+                                  f"{S3_LOCK_LEASE:.0f}s is taken for a dead writer's")
+            time.sleep(0.1)
+
+
 def store_for(stack: auto.Stack) -> Store:
     """The history store of the stack's backend."""
     env = stack.workspace.env_vars
@@ -191,6 +285,8 @@ def store_for(stack: auto.Stack) -> Store:
         return FileStore(root, short_name(stack))
     if urlsplit(url).scheme in ("postgres", "postgresql"):
         return PostgresStore(url, env.get("PGPASSWORD"), short_name(stack))
+    if url.startswith("s3://"):
+        return S3Store(url, env, short_name(stack))
     return NoStore(url)
 
 

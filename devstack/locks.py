@@ -4,8 +4,9 @@ A verb that changes the ledger waits for the stack's lock a bounded time,
 saying whose lock it waits on; a killed run's lock is refused at once
 (`devstack recover` frees it), and so are the operations a killed run left
 pending in the state. The lock is read where the backend keeps it: a file
-backend's lock files, the postgres:// backend's rows of its state table;
-other backends' locks (s3://, ...) cannot be seen from here.
+backend's lock files, the postgres:// backend's rows of its state table, the
+s3:// backend's lock objects; other backends' locks (gs://, azblob://, ...)
+cannot be seen from here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -120,8 +122,8 @@ def _runs_pulumi(pid: int) -> bool:
 
 
 def locks_visible(backend_url: str) -> bool:
-    """Whether this module reads the locks of that backend (file:// and postgres://)."""
-    return backend_url.startswith("file://") or _is_postgres(backend_url)
+    """Whether this module reads the locks of that backend (file://, postgres:// and s3://)."""
+    return backend_url.startswith(("file://", "s3://")) or _is_postgres(backend_url)
 
 
 def backend_locks(env: Mapping[str, str], work_dir: Path, project: str, short: str) -> list[HeldLock]:
@@ -133,6 +135,8 @@ def backend_locks(env: Mapping[str, str], work_dir: Path, project: str, short: s
         return [lock for path in lock_files(root, project, short) if (lock := _lock_file(path)) is not None]
     if _is_postgres(url):
         return postgres_locks(url, env, project, short)
+    if url.startswith("s3://"):
+        return s3_locks(url, env, project, short)
     return []
 
 
@@ -230,11 +234,116 @@ def postgres_locks(url: str, env: Mapping[str, str], project: str, short: str) -
     return found
 
 
+#: The spellings of true Go's strconv.ParseBool (how s3blob reads its flags) accepts, lower-cased.
+_S3_TRUE = ("1", "t", "true")
+#: S3 error codes that answer the request (no such key, a refused precondition), not a bucket out of reach.
+_S3_ANSWERS = ("NoSuchKey", "404", "PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """Where the s3:// backend keeps its blobs: a bucket and the URL's path as the prefix of every key, reached
+    as Pulumi's s3blob (gocloud.dev) reaches it: `region`, `endpoint` (https:// unless `disable_https` or the
+    older `disableSSL`), `use_path_style` or `s3ForcePathStyle`, `profile`, `anonymous` from the query;
+    credentials and region otherwise from the AWS variables of `env`, then the process's, as the CLI's SDK."""
+
+    url: str
+    bucket: str
+    prefix: str
+    session: tuple[tuple[str, str], ...]
+    endpoint: str | None
+    plain: bool
+    path_style: bool
+    anonymous: bool
+
+    @classmethod
+    def of(cls, url: str, env: Mapping[str, str]) -> S3Bucket:
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        plain = (query.get("disable_https") or query.get("disableSSL") or "").lower() in _S3_TRUE
+        endpoint = query.get("endpoint")
+        if endpoint and "://" not in endpoint:
+            endpoint = f"{'http' if plain else 'https'}://{endpoint}"
+        path_style = (query.get("use_path_style") or query.get("s3ForcePathStyle") or "").lower() in _S3_TRUE
+        session = {arg: env[variable] for variable, arg in (
+            ("AWS_ACCESS_KEY_ID", "aws_access_key_id"), ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+            ("AWS_SESSION_TOKEN", "aws_session_token"), ("AWS_PROFILE", "profile_name"),
+            ("AWS_DEFAULT_REGION", "region_name"), ("AWS_REGION", "region_name")) if env.get(variable)}
+        session.update({"profile_name": query["profile"]} if query.get("profile") else {})
+        session.update({"region_name": query["region"]} if query.get("region") else {})
+        subdir = unquote(parts.path).lstrip("/")
+        return cls(url, parts.hostname or "", subdir + "/" if subdir and not subdir.endswith("/") else subdir,
+                   tuple(sorted(session.items())), endpoint, plain, path_style,
+                   query.get("anonymous", "").lower() in _S3_TRUE)
+
+    @property
+    def client(self) -> Any:
+        return _s3_client(self.session, self.endpoint, self.plain, self.path_style, self.anonymous)
+
+    def call(self, verb: str, what: str, operation: str, **args: Any) -> Any:
+        """The S3 `operation` on the bucket; EngineError naming it when the bucket cannot be reached. Any
+        ClientError but a refused precondition is that (a caller that sets one catches it)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return getattr(self.client, operation)(Bucket=self.bucket, **args)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in _S3_ANSWERS:
+                raise
+            raise self._unreachable(verb, what, err) from err
+        except BotoCoreError as err:
+            raise self._unreachable(verb, what, err) from err
+
+    def _unreachable(self, verb: str, what: str, err: Exception) -> EngineError:
+        return EngineError(verb, what, f"the backend s3://{self.bucket}/{self.prefix} cannot be read: {err}",
+                           "check that the bucket is reachable with the AWS credentials pulumi uses, as "
+                           "`pulumi stack ls` would")
+
+    def lock_keys(self, project: str, short: str) -> re.Pattern[str]:
+        base = re.escape(f"{self.prefix}.pulumi/locks/")
+        return re.compile(rf"{base}(?:[^/]+/{re.escape(project)}/)?{re.escape(short)}/[^/]+\.json")
+
+
+@lru_cache(maxsize=16)
+def _s3_client(session: tuple[tuple[str, str], ...], endpoint: str | None, plain: bool, path_style: bool,
+               anonymous: bool) -> Any:
+    """One client per way of reaching a bucket, kept: building one reads the AWS config files (a wait
+    polls the locks every half second). boto3's clients are thread-safe."""
+    import boto3
+    from botocore import UNSIGNED
+    from botocore.config import Config
+
+    config = Config(s3={"addressing_style": "path" if path_style else "auto"}, connect_timeout=10,
+                    retries={"max_attempts": 3}, request_checksum_calculation="when_required",
+                    **({"signature_version": UNSIGNED} if anonymous else {}))
+    return boto3.session.Session(**dict(session)).client("s3", endpoint_url=endpoint, use_ssl=not plain, config=config)
+
+
+def s3_locks(url: str, env: Mapping[str, str], project: str, short: str) -> list[HeldLock]:
+    """The locks on the stack in an s3:// backend: its objects under `.pulumi/locks/`, the JSON of a lock file."""
+    from botocore.exceptions import ClientError
+
+    bucket = S3Bucket.of(url, env)
+    wanted, what = bucket.lock_keys(project, short), f"stack {short!r}"
+    listed = bucket.call("read the locks of", what, "list_objects_v2", Prefix=f"{bucket.prefix}.pulumi/locks/")
+    found = []
+    for key in sorted(o["Key"] for o in listed.get("Contents", []) if wanted.fullmatch(o["Key"])):
+        try:
+            content = bucket.call("read the locks of", what, "get_object", Key=key)["Body"].read()
+        except ClientError:  # released while listed
+            continue
+        found.append(HeldLock.parse(key, content))
+    return found
+
+
 def release_lock(env: Mapping[str, str], lock: HeldLock) -> None:
     """Remove that one lock (`pulumi cancel` removes every lock on the stack, a run's started since too)."""
     url = env.get("PULUMI_BACKEND_URL", "")
     if _is_postgres(url):
         _StateTable.of(url, env).execute("remove the lock of", lock.holder, "DELETE FROM {} WHERE key = %s", lock.where)
+    elif url.startswith("s3://"):
+        bucket = S3Bucket.of(url, env)
+        bucket.call("remove the lock of", lock.holder, "delete_object", Key=lock.where)
     else:
         Path(lock.where).unlink(missing_ok=True)
 

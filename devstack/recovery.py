@@ -29,10 +29,10 @@ def recover(
 ) -> Recovery:
     """The documented recovery after a killed `pulumi up`: repair, unlock, resolve pending operations.
 
-    On a file or postgres:// backend it removes only the locks of runs killed on this machine, and
+    On a file, postgres:// or s3:// backend it removes only the locks of runs killed on this machine, and
     refuses, changing nothing, while one runs here or another machine's run holds the lock (whether
     that one still runs cannot be seen from here: `pulumi cancel` once it is known not to). Elsewhere
-    (s3://, ...), where locks cannot be seen, `pulumi cancel` removes any lock: run it once nothing
+    (gs://, ...), where locks cannot be seen, `pulumi cancel` removes any lock: run it once nothing
     else works on the stack.
 
     Creates that were in flight leave the ledger, made or not, and the rest is

@@ -1,7 +1,7 @@
-"""CON-8's registry contract, run against both stores of the ledger: the file backend and `postgres://`.
+"""CON-8's registry contract, run against every store of the ledger: the file backend, `postgres://`, `s3://`.
 
 Each store gets one module-scoped backend (a temporary directory; a temporary database on the local
-PostgreSQL). Ledgers are synthetic deployments imported with `pulumi stack import`; no engine is
+PostgreSQL; a temporary bucket on the local MinIO). Ledgers are synthetic deployments imported with `pulumi stack import`; no engine is
 touched except by the failed-scan case, which points an instance at a closed port.
 """
 
@@ -19,8 +19,9 @@ from devstack import history, ledger, state
 from devstack.errors import AlreadyExists, InvalidQuery, InvalidTransition, NotFound, ScopeMismatch, StaleObservation
 from tests.devstack.conftest import Sandbox, import_state, make_env, synthetic_resources, token
 from tests.devstack.test_ledger import postgres_backend
+from tests.devstack.test_s3_backend import s3_backend
 
-STORES = ("file", "postgres")
+STORES = ("file", "postgres", "s3")
 
 
 @pytest.fixture(scope="module", params=STORES)
@@ -32,9 +33,13 @@ def backend(request, tmp_path_factory, admin):
     box = Sandbox(env=make_env(base / "pulumi"), work=work)
     if request.param == "file":
         yield box, None, "file"
-        return
-    with postgres_backend(admin, "registry") as (url, _connect, _database):
-        yield box, url, "postgres"
+    elif request.param == "s3":
+        with s3_backend(admin, "registry") as (url, aws, _client):
+            box.env.update(aws)
+            yield box, url, "s3"
+    else:
+        with postgres_backend(admin, "registry") as (url, _connect, _database):
+            yield box, url, "postgres"
 
 
 def open_new(backend, rows: list[dict]) -> auto.Stack:
@@ -296,6 +301,10 @@ def test_concurrent_first_writes_make_one_record(backend):
     where = history.store_for(stack).where  # beside the state, on the backend itself
     if store == "file":
         assert Path(where).is_file() and Path(where).is_relative_to(Path(box.env["PULUMI_BACKEND_URL"][7:]))
+    elif store == "s3":
+        bucket = url.split("/")[2]
+        assert where == f"s3://{bucket}/team/.devstack-ledger/devstack/{stack.name.split('/')[-1]}.json"
+        assert history.store_for(stack).load()["records"]  # the object beside the state, read back
     else:
         assert where.startswith("table devstack_ledger of postgres://") and url.split(":")[2].split("@")[0] not in where
 
