@@ -158,10 +158,10 @@ def test_moto_names_the_services_it_does_not_isolate(admin, root):
     config = config_for(admin, shared_config(admin), ["doc/devstack.yaml"])
     health = next(h for h in doctor.diagnose(config, root, "doc").instances if h.engine == "localstack")
     assert health.ok and health.version.startswith("moto")
-    assert health.notes == [f"per-project isolation is not enforced by the emulator for SNS, Kinesis, DynamoDB, "
-                            f"Secrets Manager, SSM: it "
-                            f"checks their actions, not which resource, so a project's access_key reaches other "
-                            f"projects' resources there (S3 and SQS are enforced; docs/engines.md)"]
+    assert health.notes == ["per-project isolation is not enforced by the emulator for SNS, Kinesis, DynamoDB, "
+                            "Secrets Manager, SSM: it checks their actions, not which resource, so a project's "
+                            "access_key reaches other projects' resources there (S3 and SQS are enforced; "
+                            "docs/engines.md)"]
 
 
 def test_missing_or_stale_toolchain(tmp_path):
