@@ -8,12 +8,9 @@ on the usual port plus `OFFSET`; it keeps its data dir between sessions, so only
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.engines_cli import engines_cli
 from tools.engines.ports import PORTS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,14 +19,6 @@ OFFSET = 200
 #: Under the checkout, not /tmp: the postgres OS user must traverse it.
 ENGINES_DIR = ROOT / ".devstack" / "pg16-engines"
 ADDRESS = {"host": "127.0.0.1", "port": PORTS["postgres"] + OFFSET}
-_STARTER = """
-import json, sys
-from types import SimpleNamespace
-from tools.engines.__main__ import main
-
-creds = {k: SimpleNamespace(user=u, password=p) for k, (u, p) in json.load(sys.stdin).items()}
-sys.exit(main(sys.argv[1:], credentials=lambda: creds))
-"""
 
 
 def bin_dir() -> Path:
@@ -40,21 +29,19 @@ def bin_dir() -> Path:
     return Path(spec.origin).parent / "pginstall" / "bin"
 
 
-def engines_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """`python -m tools.engines ARGS` against the 16 engine (dir, port, binaries); `start` takes credentials."""
-    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(ENGINES_DIR), "DEVSTACK_ENGINES_PORT_OFFSET": str(OFFSET),
-           "DEVSTACK_POSTGRES_BIN": str(bin_dir())}
-    argv = [sys.executable, "-c", _STARTER, *args] if args[0] == "start" else [sys.executable, "-m", "tools.engines", *args]
-    return subprocess.run(argv, cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=120)
+def _env() -> dict[str, str]:
+    """The 16 engine's dir, port offset and binaries."""
+    return {"DEVSTACK_ENGINES_DIR": str(ENGINES_DIR), "DEVSTACK_ENGINES_PORT_OFFSET": str(OFFSET),
+            "DEVSTACK_POSTGRES_BIN": str(bin_dir())}
 
 
 def start(user: str, password: str) -> None:
     """Start it (a no-op when it runs) with this admin; raises with the engine script's output when it did not."""
     ENGINES_DIR.parent.mkdir(exist_ok=True)
-    result = engines_cli("start", "postgres", stdin=json.dumps({"postgres": (user, password)}))
+    result = engines_cli(_env(), "start", "postgres", creds={"postgres": (user, password)}, timeout=120)
     if result.returncode != 0:
         raise RuntimeError(f"cannot start PostgreSQL 16: {result.stderr or result.stdout}")
 
 
 def stop() -> None:
-    engines_cli("stop", "postgres")
+    engines_cli(_env(), "stop", "postgres", timeout=120)

@@ -7,10 +7,6 @@ They are stopped when the session ends.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -18,6 +14,7 @@ import pytest
 
 from providers.base import KindProvider
 from tests.conftest import configured
+from tests.engines_cli import engines_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Added to every engine port; the plaintext engines keep theirs.
@@ -26,40 +23,25 @@ OFFSET = 100
 ENGINES_DIR = ROOT / ".devstack" / "tls-engines"
 CA = ENGINES_DIR / "tls" / "ca.pem"
 _ENV = {"DEVSTACK_ENGINES_DIR": str(ENGINES_DIR), "DEVSTACK_ENGINES_PORT_OFFSET": str(OFFSET)}
-_STARTER = """
-import json, sys
-from types import SimpleNamespace
-from tools.engines.__main__ import main
-
-creds = {k: SimpleNamespace(user=u, password=p) for k, (u, p) in json.load(sys.stdin).items()}
-sys.exit(main(sys.argv[1:], credentials=lambda: creds))
-"""
-
-
-def engines_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """`python -m tools.engines ARGS` against the TLS engines (dir and ports); `start` takes credentials."""
-    argv = [sys.executable, "-c", _STARTER, *args] if args[0] == "start" else [sys.executable, "-m", "tools.engines", *args]
-    return subprocess.run(argv, cwd=ROOT, env={**os.environ, **_ENV}, input=stdin, capture_output=True, text=True,
-                          timeout=180)
 
 
 class TlsEngines:
     """The TLS engines of this session, each started on first use."""
 
     def __init__(self, admin: dict[str, Any]) -> None:
-        self._creds = json.dumps({engine: (c.user, c.password) for engine, c in admin.items()})
+        self._creds = {engine: (c.user, c.password) for engine, c in admin.items()}
         self.started: list[str] = []
 
     def start(self, engine: str) -> None:
         if engine in self.started:
             return
-        result = engines_cli("start", "--tls", engine, stdin=self._creds)
+        result = engines_cli(_ENV, "start", "--tls", engine, creds=self._creds)
         assert result.returncode == 0, f"the TLS {engine} did not start: {result.stderr or result.stdout}"
         self.started.append(engine)
 
     def stop(self) -> None:
         if self.started:
-            engines_cli("stop", *self.started)
+            engines_cli(_ENV, "stop", *self.started)
 
 
 @pytest.fixture(scope="session")

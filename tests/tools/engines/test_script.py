@@ -38,6 +38,7 @@ from providers.nats.session import admin_credential
 from providers.nats.stream import Stream
 from providers.redis.acl_user import AclUser
 from tests.conftest import configured
+from tests.engines_cli import engines_cli
 from tests.providers.conftest import props
 from tests.waiting import eventually
 from tools.engines.ports import NATS_MONITOR_PORT, PORTS as ENGINE_PORTS
@@ -59,27 +60,14 @@ CREDS = {
 # Must not reach any server's environment (base.base_environment is all they get).
 CANARY = ("DEVSTACK_TEST_CANARY", "canary-" + uuid.uuid4().hex)
 
-STARTER = """
-import json, sys
-from types import SimpleNamespace
-from tools.engines.__main__ import main
-
-creds = {k: SimpleNamespace(user=u, password=p) for k, (u, p) in json.load(sys.stdin).items()}
-sys.exit(main(sys.argv[1:], credentials=lambda: creds))
-"""
 
 
 # --- helpers ----------------------------------------------------------------
 
 def run_cli(engines_dir: Path, *args: str, creds: dict | None = None) -> subprocess.CompletedProcess:
-    """`python -m tools.engines ARGS`; `start` goes through STARTER with `creds`."""
-    env = {**os.environ, "DEVSTACK_ENGINES_DIR": str(engines_dir), CANARY[0]: CANARY[1]}
-    if args[0] == "start":
-        argv = [sys.executable, "-c", STARTER, *args]
-        stdin = json.dumps(creds or CREDS)
-    else:
-        argv, stdin = [sys.executable, "-m", "tools.engines", *args], None
-    return subprocess.run(argv, cwd=REPO, env=env, input=stdin, capture_output=True, text=True, timeout=240)
+    """`python -m tools.engines ARGS` on the scratch engines dir; `start` takes `creds` (default CREDS)."""
+    return engines_cli({"DEVSTACK_ENGINES_DIR": str(engines_dir), CANARY[0]: CANARY[1]}, *args,
+                       creds=creds or CREDS, timeout=240)
 
 
 def run_probe(engines_dir: Path, code: str) -> subprocess.CompletedProcess:
