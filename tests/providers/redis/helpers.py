@@ -7,7 +7,7 @@ import json
 import pytest
 import redis
 
-from providers.redis.client import ALLOCATIONS_KEY
+from providers.redis.client import ACL_OWNERS_KEY, ALLOCATIONS_KEY
 from tests.providers.conftest import ROOT
 from tools.engines.ports import PORTS
 
@@ -47,3 +47,32 @@ def check_failures(provider, inputs: dict, olds: dict | None = None) -> dict[str
 
 def getuser(admin_redis, name: str) -> dict | None:
     return admin_redis.acl_getuser(name)
+
+
+def free_owner(admin_redis: redis.Redis, owner: str) -> None:
+    """Free every index, user, marker and key whose name starts with `owner` (emptying those dbs) on the
+    server `admin_redis` reaches, over plaintext or TLS."""
+    pool = admin_redis.connection_pool
+    for field, text in admin_redis.hgetall(ALLOCATIONS_KEY).items():
+        if field.startswith(owner):
+            try:
+                db = int(json.loads(text)["db"])
+            except (ValueError, KeyError, TypeError):
+                db = None  # a garbage marker a test wrote: nothing was allocated for it
+            if db is not None:
+                # The admin's connection settings (TLS ones included) on that db.
+                other = redis.ConnectionPool(connection_class=pool.connection_class, **{**pool.connection_kwargs, "db": db})
+                try:
+                    redis.Redis(connection_pool=other).flushdb()
+                finally:
+                    other.disconnect()
+            admin_redis.hdel(ALLOCATIONS_KEY, field)
+    for field in admin_redis.hkeys(ACL_OWNERS_KEY):
+        if field.startswith(owner):
+            admin_redis.hdel(ACL_OWNERS_KEY, field)
+    for user in admin_redis.acl_users():
+        if user.startswith(owner):
+            admin_redis.acl_deluser(user)
+    admin_redis.acl_save()  # so no test user lingers in the ACL file
+    for key in admin_redis.scan_iter(match=f"{owner}*"):
+        admin_redis.delete(key)

@@ -12,9 +12,10 @@ from providers.errors import EngineUnavailable
 from providers.instances import SharedInstance
 from providers.lifecycle import is_stale
 from providers.redis.acl_user import AclUser
-from providers.redis.client import ACL_OWNERS_KEY, ALLOCATIONS_KEY, admin_client
+from providers.redis.client import ALLOCATIONS_KEY, admin_client
 from providers.redis.redis_index import RedisIndex
 from tests.providers.conftest import props
+from tests.providers.redis.helpers import free_owner
 from tests.providers.tls.conftest import CA, OFFSET
 from tools.engines.ports import PORTS
 
@@ -32,19 +33,7 @@ def tls_admin(over_tls, admin, owner):
     with redis.Redis(host="127.0.0.1", port=PORT, username=admin["redis"].user, password=admin["redis"].password,
                      ssl=True, ssl_ca_certs=str(CA), decode_responses=True) as client:
         yield client
-        for field, text in client.hgetall(ALLOCATIONS_KEY).items():
-            if field.startswith(owner):
-                client.execute_command("SELECT", json.loads(text)["db"])
-                client.flushdb()
-                client.execute_command("SELECT", 0)
-                client.hdel(ALLOCATIONS_KEY, field)
-        for field in client.hkeys(ACL_OWNERS_KEY):
-            if field.startswith(owner):
-                client.hdel(ACL_OWNERS_KEY, field)
-        for user in client.acl_users():
-            if user.startswith(owner):
-                client.acl_deluser(user)
-        client.acl_save()
+        free_owner(client, owner)
 
 
 
