@@ -182,8 +182,7 @@ def admin_connection(instance: SharedInstance, dbname: str = "postgres") -> Iter
     what, options = f"postgres instance {instance.name!r} at {instance.address}", admin_options(instance.address)
     limit_at_login = "idle_session_timeout" in options
     # TLS settings in the key: a session verified one way is no session of an instance set another.
-    key = (instance.host, instance.port, instance.admin_user, instance.password(), dbname,
-           f"{options} {sorted(tls_params(instance).items())}")
+    key = (instance.host, instance.port, instance.admin_user, instance.password(), dbname, options, instance.tls)
     conn = _kept_session(key) or _new_admin_session(instance, dbname, what, options)
     # The process's first session went out before the server's version was known: its limit is SET, and
     # the reset before reuse (RESET ALL) would undo that. Sessions on a project's database are never
@@ -249,7 +248,7 @@ def _new_admin_session(instance: SharedInstance, dbname: str, what: str, options
 #: SCRAM login, and a database's create alone makes
 #: two calls; a deployment's calls run on up to the provider's worker count of threads, so a few
 #: sessions serve them all.
-SessionKey = tuple[str, int, str, str, str, str]  # host, port, user, password, database, options and TLS
+SessionKey = tuple[str, int, str, str, str, str, Any]  # host, port, user, password, database, options, TLS
 _kept_sessions: dict[SessionKey, list[tuple[float, Any]]] = {}
 _kept_lock = threading.Lock()
 #: Sessions kept per server and login, and for how long: well inside ADMIN_IDLE_LIMIT, past which the
