@@ -77,7 +77,7 @@ def test_generated_secrets_go_to_the_store_and_services_get_their_names(mocks, t
         assert env["DATABASE_URL_SECRET_ID"] == f"{prefix}/dsn" and env["PGPASSWORD_SECRET_ID"] == f"{prefix}/password"
         assert "DATABASE_URL" not in env and "PGPASSWORD" not in env
         assert env["PGUSER"] == "user-of-shop/pg/database/shop"
-        assert env["REPORTING_PASSWORD"] == "password-of-shop/pg/user/reporting"  # predictable: as before
+        assert env["REPORTING_PASSWORD"] == "password-of-shop/pg/user/reporting"  # predictable: the value itself, not pushed
         assert stored == {"DATABASE_URL": {"kind": "aws-sm", "instance": "aws", "id": f"{prefix}/dsn"},
                           "PGPASSWORD": {"kind": "aws-sm", "instance": "aws", "id": f"{prefix}/password"}}
 

@@ -3,6 +3,8 @@ writes, and Pulumi's lock objects read, so verbs wait for a running holder and r
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import json
 import re
 import socket
@@ -125,7 +127,8 @@ def test_a_running_up_on_the_s3_backend_is_waited_for_and_a_killed_runs_lock_ref
     gone.wait()
     key = "team/.pulumi/locks/organization/devstack/held/dead.json"
     client.put_object(Bucket=url.split("/")[2], Key=key, Body=json.dumps({
-        "pid": gone.pid, "username": "u", "hostname": socket.gethostname(), "timestamp": "2026-11-30T10:00:00Z"}))
+        "pid": gone.pid, "username": "u", "hostname": socket.gethostname(),
+        "timestamp": datetime.now(timezone.utc).isoformat()}))
     started = time.monotonic()
     with pytest.raises(EngineError, match=f"locked by pid {gone.pid} of this machine.*a killed run's lock"):
         removal.destroy_stack(stack, lock_wait=LockWait(600, lambda _: None))
